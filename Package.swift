@@ -1,0 +1,140 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+// Every target of ours gets the same settings: Swift 6 mode, explicit public imports, warnings as errors.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .treatAllWarnings(as: .error),
+]
+
+let nioCore = Target.Dependency.product(name: "NIOCore", package: "swift-nio")
+let nioPosix = Target.Dependency.product(name: "NIOPosix", package: "swift-nio")
+let nioHTTP1 = Target.Dependency.product(name: "NIOHTTP1", package: "swift-nio")
+let logging = Target.Dependency.product(name: "Logging", package: "swift-log")
+let argumentParser = Target.Dependency.product(name: "ArgumentParser", package: "swift-argument-parser")
+let serviceLifecycle = Target.Dependency.product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
+let unixSignals = Target.Dependency.product(name: "UnixSignals", package: "swift-service-lifecycle")
+let grdb = Target.Dependency.product(name: "GRDB", package: "GRDB.swift")
+let crypto = Target.Dependency.product(name: "Crypto", package: "swift-crypto")
+let cryptoExtras = Target.Dependency.product(name: "CryptoExtras", package: "swift-crypto")
+let asyncHTTPClient = Target.Dependency.product(name: "AsyncHTTPClient", package: "async-http-client")
+
+let package = Package(
+    name: "TokenBroker",
+    platforms: [.macOS(.v15)],  // Linux is the target; this only keeps Duration/Clock available on macOS.
+    products: [
+        .library(name: "BrokerProtocol", targets: ["BrokerProtocol"]),
+        .library(name: "BrokerClient", targets: ["BrokerClient"]),
+        .executable(name: "tokenbrokerd", targets: ["tokenbrokerd"]),
+        .executable(name: "tokenbroker", targets: ["tokenbroker"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+    ],
+    targets: [
+        // The wire contract: JSON-RPC envelope, params and results, error codes, limits. Foundation only.
+        .target(name: "BrokerProtocol", swiftSettings: swiftSettings),
+        // The async Swift client apps link: no cache, OAuth or server code.
+        .target(
+            name: "BrokerClient",
+            dependencies: ["BrokerProtocol", nioCore, nioPosix],
+            swiftSettings: swiftSettings
+        ),
+        // The MSAL unified cache model, freshness rules, the SQLite store, sealing, MSAL/ADAL interchange.
+        .target(
+            name: "BrokerCache",
+            dependencies: ["BrokerProtocol", grdb, crypto, logging],
+            swiftSettings: swiftSettings
+        ),
+        // The OAuth/OIDC client side: authorities, discovery, grants, id_token checks, loopback redirect, browsers.
+        .target(
+            name: "BrokerOAuth",
+            dependencies: [
+                "BrokerProtocol", asyncHTTPClient, nioCore, nioPosix, nioHTTP1, crypto, cryptoExtras, logging,
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The broker itself: the TokenBroker actor. No sockets, no NIO.
+        .target(
+            name: "BrokerCore",
+            dependencies: ["BrokerProtocol", "BrokerCache", "BrokerOAuth", logging],
+            swiftSettings: swiftSettings
+        ),
+        // The Unix-socket server: framing, peer credentials, limits, JSON-RPC dispatch.
+        .target(
+            name: "BrokerServer",
+            dependencies: ["BrokerCore", "BrokerProtocol", nioCore, nioPosix, logging, serviceLifecycle],
+            swiftSettings: swiftSettings
+        ),
+        // Thin executables: configuration and wiring only.
+        .executableTarget(
+            name: "tokenbrokerd",
+            dependencies: [
+                "BrokerServer", "BrokerCore", "BrokerCache", "BrokerOAuth", "BrokerProtocol",
+                argumentParser, logging, serviceLifecycle, unixSignals, nioCore, nioPosix,
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "tokenbroker",
+            dependencies: ["BrokerClient", "BrokerProtocol", argumentParser],
+            swiftSettings: swiftSettings
+        ),
+        // Benchmark driver (release build, never a test).
+        .executableTarget(
+            name: "tokenbroker-bench",
+            dependencies: ["BrokerClient", "BrokerProtocol", "BrokerCache", "BrokerCore", logging, argumentParser],
+            path: "Benchmarks/tokenbroker-bench",
+            swiftSettings: swiftSettings
+        ),
+        // Test-only helpers: temporary directories, starting the built daemon, cache fixtures.
+        .target(
+            name: "BrokerTestSupport",
+            dependencies: ["BrokerProtocol", "BrokerClient", "BrokerCache"],
+            path: "Tests/BrokerTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "BrokerProtocolTests", dependencies: ["BrokerProtocol"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "BrokerCacheTests",
+            dependencies: ["BrokerCache", "BrokerProtocol", "BrokerTestSupport", grdb],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BrokerOAuthTests",
+            dependencies: ["BrokerOAuth", "BrokerProtocol"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BrokerCoreTests",
+            dependencies: ["BrokerCore", "BrokerCache", "BrokerOAuth", "BrokerProtocol", "BrokerTestSupport", logging],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BrokerServerTests",
+            dependencies: [
+                "BrokerServer", "BrokerCore", "BrokerCache", "BrokerProtocol", "BrokerTestSupport", nioCore, nioPosix,
+                logging,
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BrokerClientTests",
+            dependencies: ["BrokerClient", "BrokerProtocol", "BrokerTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["BrokerClient", "BrokerProtocol", "BrokerCache", "BrokerTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,249 @@
+public import BrokerProtocol
+
+/// Everything the cache holds, in memory, with the indexes that keep lookups flat in the number of entries.
+///
+/// A value type: the owner (``TokenCache``) applies changes only after the store made them durable.
+public struct CacheContents: Sendable {
+    public private(set) var accessTokens: [String: AccessToken] = [:]
+    public private(set) var refreshTokens: [String: RefreshToken] = [:]
+    public private(set) var idTokens: [String: IdToken] = [:]
+    public private(set) var accounts: [String: Account] = [:]
+    public private(set) var appMetadata: [String: AppMetadata] = [:]
+    /// Entries of sections this version does not know, kept for export.
+    public private(set) var others: [EntryID: JSONValue] = [:]
+
+    private var accessTokenIndex: [CredentialScope: Set<String>] = [:]
+    private var accessTokenScopes: [String: ScopeSet] = [:]
+    private var idTokenByScope: [CredentialScope: Set<String>] = [:]
+    private var refreshTokenIndex: [String: Set<String>] = [:]
+    private var idTokenIndex: [String: Set<String>] = [:]
+    private var idTokenClaims: [String: [String: JSONValue]] = [:]
+    /// Keyed by home account id: the derived value depends on nothing else.
+    private var derivedClientInfo: [String: String] = [:]
+    private var accountsByIdentifier: [String: Set<String>] = [:]
+    private var accountsByUsername: [String: Set<String>] = [:]
+
+    /// An empty cache.
+    public init() {}
+
+    /// A cache holding `entries`.
+    public init(_ entries: some Sequence<CacheEntry>) {
+        apply(CacheChanges(upserts: Array(entries)))
+    }
+
+    /// Applies deletions, then upserts.
+    public mutating func apply(_ changes: CacheChanges) {
+        for id in changes.deletions { remove(id) }
+        for entry in changes.upserts { insert(entry) }
+    }
+
+    /// Looks an entry up by id.
+    public func entry(_ id: EntryID) -> CacheEntry? {
+        switch id.section {
+        case .accessToken: accessTokens[id.key].map(CacheEntry.accessToken)
+        case .refreshToken: refreshTokens[id.key].map(CacheEntry.refreshToken)
+        case .idToken: idTokens[id.key].map(CacheEntry.idToken)
+        case .account: accounts[id.key].map(CacheEntry.account)
+        case .appMetadata: appMetadata[id.key].map(CacheEntry.appMetadata)
+        case .other: others[id].map { CacheEntry.other(id, $0) }
+        }
+    }
+
+    /// Every entry, sorted by id.
+    public var allEntries: [CacheEntry] {
+        var entries: [CacheEntry] = []
+        entries.reserveCapacity(count.total + others.count)
+        entries += accessTokens.values.map(CacheEntry.accessToken)
+        entries += refreshTokens.values.map(CacheEntry.refreshToken)
+        entries += idTokens.values.map(CacheEntry.idToken)
+        entries += accounts.values.map(CacheEntry.account)
+        entries += appMetadata.values.map(CacheEntry.appMetadata)
+        entries += others.map { CacheEntry.other($0.key, $0.value) }
+        return entries.sorted { $0.id < $1.id }
+    }
+
+    /// How many entries of each kind.
+    public var count: EntryCounts {
+        EntryCounts(
+            accounts: accounts.count,
+            accessTokens: accessTokens.count,
+            refreshTokens: refreshTokens.count,
+            idTokens: idTokens.count,
+            appMetadata: appMetadata.count
+        )
+    }
+
+    // MARK: Lookups
+
+    /// The access tokens of an account for a client and tenant, in any of `environments`, each with its
+    /// scopes (parsed once, when the token was stored).
+    public func accessTokens(
+        homeAccountId: String,
+        clientId: String,
+        realm: String,
+        environments: Set<String>
+    ) -> [(token: AccessToken, scopes: ScopeSet)] {
+        let scope = CredentialScope(homeAccountId: homeAccountId, clientId: clientId, realm: realm)
+        guard let keys = accessTokenIndex[scope] else { return [] }
+        return keys.compactMap { key in
+            guard let token = accessTokens[key], environments.contains(token.environment.lowercased()),
+                let scopes = accessTokenScopes[key]
+            else { return nil }
+            return (token, scopes)
+        }
+    }
+
+    /// The refresh tokens of an account in any of `environments`: its apps' own and its family's.
+    public func refreshTokens(homeAccountId: String, environments: Set<String>) -> [RefreshToken] {
+        (refreshTokenIndex[homeAccountId.lowercased()] ?? []).compactMap { refreshTokens[$0] }
+            .filter { environments.contains($0.environment.lowercased()) }
+    }
+
+    /// The id token of an account for a client and tenant, with its claims.
+    public func idToken(
+        homeAccountId: String,
+        clientId: String,
+        realm: String,
+        environments: Set<String>
+    ) -> (token: IdToken, claims: [String: JSONValue]?)? {
+        let scope = CredentialScope(homeAccountId: homeAccountId, clientId: clientId, realm: realm)
+        for key in idTokenByScope[scope] ?? [] {
+            guard let token = idTokens[key], environments.contains(token.environment.lowercased()) else { continue }
+            return (token, idTokenClaims[key])
+        }
+        return nil
+    }
+
+    /// Every id token of an account, in any of `environments`.
+    public func idTokens(homeAccountId: String, environments: Set<String>) -> [IdToken] {
+        (idTokenIndex[homeAccountId.lowercased()] ?? []).compactMap { idTokens[$0] }
+            .filter { environments.contains($0.environment.lowercased()) }
+            .sorted { ($0.realm, $0.clientId) < ($1.realm, $1.clientId) }
+    }
+
+    /// The claims of an id token held here, decoded once when it was stored (not verified: the token was
+    /// checked when it came from the provider).
+    public func claims(of idToken: IdToken) -> [String: JSONValue]? {
+        idTokenClaims[idToken.id.key]
+    }
+
+    /// Entra ID's `client_info` for an account: the one it came with, else rebuilt from `uid.utid` for
+    /// Microsoft (`MSSTS`) accounts, which is what the provider would have sent.
+    public func clientInfo(of account: Account) -> String? {
+        account.clientInfo ?? derivedClientInfo[account.homeAccountId]
+    }
+
+    /// The accounts with this identifier (one per environment and tenant).
+    public func accounts(identifier: String) -> [Account] {
+        (accountsByIdentifier[identifier.lowercased()] ?? []).compactMap { accounts[$0] }.sorted(by: Self.accountOrder)
+    }
+
+    /// The accounts with this username, compared case-insensitively (UPNs are case-insensitive).
+    public func accounts(username: String) -> [Account] {
+        (accountsByUsername[username.lowercased()] ?? []).compactMap { accounts[$0] }.sorted(by: Self.accountOrder)
+    }
+
+    /// What the broker knows about an app in any of `environments`.
+    public func appMetadata(clientId: String, environments: Set<String>) -> AppMetadata? {
+        environments.sorted().lazy.compactMap { environment in
+            appMetadata[AppMetadata(clientId: clientId, environment: environment).id.key]
+        }.first
+    }
+
+    /// Accounts ordered by username, then identifier, then environment and tenant: a stable listing order.
+    public static func accountOrder(_ lhs: Account, _ rhs: Account) -> Bool {
+        (lhs.username.lowercased(), lhs.homeAccountId, lhs.environment, lhs.realm)
+            < (rhs.username.lowercased(), rhs.homeAccountId, rhs.environment, rhs.realm)
+    }
+
+    // MARK: Index maintenance
+
+    private mutating func insert(_ entry: CacheEntry) {
+        remove(entry.id)
+        switch entry {
+        case .accessToken(let token):
+            let key = token.id.key
+            accessTokens[key] = token
+            accessTokenScopes[key] = token.scopes
+            accessTokenIndex[CredentialScope(token), default: []].insert(key)
+        case .refreshToken(let token):
+            let key = token.id.key
+            refreshTokens[key] = token
+            refreshTokenIndex[token.homeAccountId.lowercased(), default: []].insert(key)
+        case .idToken(let token):
+            let key = token.id.key
+            idTokens[key] = token
+            idTokenIndex[token.homeAccountId.lowercased(), default: []].insert(key)
+            idTokenByScope[CredentialScope(token), default: []].insert(key)
+            idTokenClaims[key] = token.unverifiedClaims
+        case .account(let account):
+            let key = account.id.key
+            accounts[key] = account
+            if account.clientInfo == nil, derivedClientInfo[account.homeAccountId] == nil {
+                derivedClientInfo[account.homeAccountId] = account.derivedClientInfo
+            }
+            accountsByIdentifier[account.homeAccountId.lowercased(), default: []].insert(key)
+            if !account.username.isEmpty {
+                accountsByUsername[account.username.lowercased(), default: []].insert(key)
+            }
+        case .appMetadata(let metadata):
+            appMetadata[metadata.id.key] = metadata
+        case .other(let id, let value):
+            others[id] = value
+        }
+    }
+
+    private mutating func remove(_ id: EntryID) {
+        switch id.section {
+        case .accessToken:
+            guard let token = accessTokens.removeValue(forKey: id.key) else { return }
+            accessTokenScopes[id.key] = nil
+            Self.unindex(id.key, from: &accessTokenIndex, at: CredentialScope(token))
+        case .refreshToken:
+            guard let token = refreshTokens.removeValue(forKey: id.key) else { return }
+            Self.unindex(id.key, from: &refreshTokenIndex, at: token.homeAccountId.lowercased())
+        case .idToken:
+            guard let token = idTokens.removeValue(forKey: id.key) else { return }
+            Self.unindex(id.key, from: &idTokenIndex, at: token.homeAccountId.lowercased())
+            Self.unindex(id.key, from: &idTokenByScope, at: CredentialScope(token))
+            idTokenClaims[id.key] = nil
+        case .account:
+            guard let account = accounts.removeValue(forKey: id.key) else { return }
+            Self.unindex(id.key, from: &accountsByIdentifier, at: account.homeAccountId.lowercased())
+            Self.unindex(id.key, from: &accountsByUsername, at: account.username.lowercased())
+            if accountsByIdentifier[account.homeAccountId.lowercased()] == nil {
+                derivedClientInfo[account.homeAccountId] = nil
+            }
+        case .appMetadata:
+            appMetadata.removeValue(forKey: id.key)
+        case .other:
+            others.removeValue(forKey: id)
+        }
+    }
+
+    private static func unindex<Key: Hashable>(_ entryKey: String, from index: inout [Key: Set<String>], at key: Key) {
+        index[key]?.remove(entryKey)
+        if index[key]?.isEmpty == true { index[key] = nil }
+    }
+}
+
+/// The part of an access or id token's identity that a lookup knows exactly (the environment may be an alias).
+private struct CredentialScope: Hashable, Sendable {
+    let homeAccountId: String
+    let clientId: String
+    let realm: String
+
+    init(homeAccountId: String, clientId: String, realm: String) {
+        self.homeAccountId = homeAccountId.lowercased()
+        self.clientId = clientId.lowercased()
+        self.realm = realm.lowercased()
+    }
+
+    init(_ token: AccessToken) {
+        self.init(homeAccountId: token.homeAccountId, clientId: token.clientId, realm: token.realm)
+    }
+
+    init(_ token: IdToken) {
+        self.init(homeAccountId: token.homeAccountId, clientId: token.clientId, realm: token.realm)
+    }
+}

@@ -1,0 +1,74 @@
+public import BrokerProtocol
+
+/// One entry of any section.
+public enum CacheEntry: Sendable, Hashable {
+    case accessToken(AccessToken)
+    case refreshToken(RefreshToken)
+    case idToken(IdToken)
+    case account(Account)
+    case appMetadata(AppMetadata)
+    /// An entry of a section this version does not know, kept as it came.
+    case other(EntryID, JSONValue)
+
+    /// Reads an entry of `section` from its MSAL JSON value.
+    public init(section: Section, key: String, value: JSONValue) throws(EntryError) {
+        guard case .object(let fields) = value else {
+            if case .other = section {
+                self = .other(EntryID(section: section, key: key), value)
+                return
+            }
+            throw EntryError("the entry is not a JSON object")
+        }
+        switch section {
+        case .accessToken: self = .accessToken(try AccessToken(fields: fields))
+        case .refreshToken: self = .refreshToken(try RefreshToken(fields: fields))
+        case .idToken: self = .idToken(try IdToken(fields: fields))
+        case .account: self = .account(try Account(fields: fields))
+        case .appMetadata: self = .appMetadata(try AppMetadata(fields: fields))
+        case .other: self = .other(EntryID(section: section, key: key), value)
+        }
+    }
+
+    /// Where the entry lives.
+    public var id: EntryID {
+        switch self {
+        case .accessToken(let entry): entry.id
+        case .refreshToken(let entry): entry.id
+        case .idToken(let entry): entry.id
+        case .account(let entry): entry.id
+        case .appMetadata(let entry): entry.id
+        case .other(let id, _): id
+        }
+    }
+
+    /// The entry as MSAL JSON.
+    public var value: JSONValue {
+        switch self {
+        case .accessToken(let entry): .object(entry.fields)
+        case .refreshToken(let entry): .object(entry.fields)
+        case .idToken(let entry): .object(entry.fields)
+        case .account(let entry): .object(entry.fields)
+        case .appMetadata(let entry): .object(entry.fields)
+        case .other(_, let value): value
+        }
+    }
+}
+
+/// A set of writes applied together: all or none.
+public struct CacheChanges: Sendable, Hashable {
+    /// Entries to insert or replace (by id).
+    public var upserts: [CacheEntry]
+    /// Entries to delete.
+    public var deletions: [EntryID]
+
+    /// Creates a change set.
+    public init(upserts: [CacheEntry] = [], deletions: [EntryID] = []) {
+        self.upserts = upserts
+        self.deletions = deletions
+    }
+
+    /// Whether there is nothing to write.
+    public var isEmpty: Bool {
+        upserts.isEmpty && deletions.isEmpty
+    }
+}

@@ -1,0 +1,87 @@
+import BrokerProtocol
+
+/// Reads the known fields of an MSAL cache entry, leaving the unknown ones behind as `remaining`.
+///
+/// MSAL writes every value as a string (times as epoch seconds in strings); other SDKs sometimes write
+/// numbers. Reading is lenient about that, writing always uses MSAL Python's form.
+struct FieldReader {
+    private(set) var remaining: [String: JSONValue]
+
+    init(_ fields: [String: JSONValue]) {
+        remaining = fields
+    }
+
+    mutating func string(_ name: String) throws(EntryError) -> String? {
+        guard let value = remaining.removeValue(forKey: name) else { return nil }
+        switch value {
+        case .string(let string): return string
+        case .null: return nil
+        case .integer(let number): return String(number)
+        default: throw EntryError("\(name) must be a string")
+        }
+    }
+
+    mutating func requiredString(_ name: String) throws(EntryError) -> String {
+        guard let value = try string(name), !value.isEmpty else { throw EntryError("\(name) is missing") }
+        return value
+    }
+
+    /// An epoch-seconds value written as a string or a number.
+    mutating func epochSeconds(_ name: String) throws(EntryError) -> Int64? {
+        guard let value = remaining.removeValue(forKey: name) else { return nil }
+        switch value {
+        case .null: return nil
+        case .string(let string) where string.isEmpty: return nil
+        case .string(let string):
+            guard let number = Int64(string) ?? Double(string).flatMap({ Int64(exactly: $0.rounded(.down)) }) else {
+                throw EntryError("\(name) is not a time in epoch seconds")
+            }
+            return number
+        case .integer(let number): return number
+        case .number(let number):
+            guard let whole = Int64(exactly: number.rounded(.down)) else {
+                throw EntryError("\(name) is not a time in epoch seconds")
+            }
+            return whole
+        default: throw EntryError("\(name) is not a time in epoch seconds")
+        }
+    }
+
+    mutating func secret(_ name: String = "secret") throws(EntryError) -> Secret {
+        Secret(try requiredString(name))
+    }
+}
+
+/// Writes an MSAL cache entry: known fields first, unknown ones kept but never overriding a known one.
+struct FieldWriter {
+    private(set) var fields: [String: JSONValue] = [:]
+
+    mutating func set(_ name: String, _ value: String?) {
+        if let value { fields[name] = .string(value) }
+    }
+
+    mutating func set(_ name: String, seconds value: Int64?) {
+        if let value { fields[name] = .string(String(value)) }
+    }
+
+    func merging(extra: [String: JSONValue]) -> [String: JSONValue] {
+        fields.merging(extra) { known, _ in known }
+    }
+}
+
+/// Why one cache entry could not be read.
+///
+/// The message names fields, never values.
+public struct EntryError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What is wrong with the entry.
+    public let reason: String
+
+    init(_ reason: String) {
+        self.reason = reason
+    }
+
+    /// The reason.
+    public var description: String {
+        reason
+    }
+}

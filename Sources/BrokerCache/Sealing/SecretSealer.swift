@@ -1,0 +1,42 @@
+public import Crypto
+public import Foundation
+
+/// Seals cache entries with AES-256-GCM under a key kept apart from the database.
+///
+/// Each sealed box is bound to the entry's id (section and key) as authenticated data, so a sealed body moved
+/// to another row fails to open instead of serving the wrong token.
+public struct SecretSealer: Sendable {
+    private static let formatVersion: UInt8 = 1
+    private let key: SymmetricKey
+
+    /// A sealer for `key` (32 bytes).
+    public init(key: SymmetricKey) {
+        self.key = key
+    }
+
+    /// Seals `plaintext` for the entry `context`.
+    public func seal(_ plaintext: Data, context: String) throws -> Data {
+        let box = try AES.GCM.seal(plaintext, using: key, authenticating: Data(context.utf8))
+        guard let combined = box.combined else { throw CacheError(.corrupt, "AES-GCM produced no combined box") }
+        return Data([Self.formatVersion]) + combined
+    }
+
+    /// Opens a body sealed for `context`; throws when it was sealed under another key or for another entry.
+    public func open(_ sealed: Data, context: String) throws -> Data {
+        guard sealed.first == Self.formatVersion else {
+            throw CacheError(.corrupt, "a sealed entry has an unknown format")
+        }
+        do {
+            let box = try AES.GCM.SealedBox(combined: sealed.dropFirst())
+            return try AES.GCM.open(box, using: key, authenticating: Data(context.utf8))
+        } catch {
+            throw CacheError(.corrupt, "a sealed entry failed authentication", underlying: error)
+        }
+    }
+
+    /// A value that identifies the key without revealing it: HMAC-SHA256 of a fixed label.
+    public var keyCheck: String {
+        let mac = HMAC<SHA256>.authenticationCode(for: Data("tokenbroker key check v1".utf8), using: key)
+        return Data(mac).base64EncodedString()
+    }
+}

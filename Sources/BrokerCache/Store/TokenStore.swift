@@ -1,0 +1,28 @@
+/// Durable storage for cache entries.
+///
+/// The in-memory ``CacheContents`` is the read path; a store only has to load everything once and apply change sets
+/// atomically and durably.
+public protocol TokenStore: Sendable {
+    /// Every stored entry, plus the ids of entries that could not be opened (kept on disk, never deleted).
+    func loadAll() async throws -> StoredEntries
+
+    /// Writes `changes` in one transaction that survives a crash once this returns, then calls `afterCommit`
+    /// before any later commit starts, so callers can mirror commits in memory in commit order.
+    ///
+    /// Throws without calling `afterCommit` when nothing was written.
+    func commit(_ changes: CacheChanges, afterCommit: @Sendable () -> Void) async throws
+}
+
+/// What a store holds.
+public struct StoredEntries: Sendable {
+    /// The entries that could be read.
+    public var entries: [CacheEntry]
+    /// Entries that could not be opened or read, with the reason.
+    public var damaged: [(id: EntryID, reason: String)]
+
+    /// Creates the result.
+    public init(entries: [CacheEntry], damaged: [(id: EntryID, reason: String)] = []) {
+        self.entries = entries
+        self.damaged = damaged
+    }
+}

@@ -1,0 +1,84 @@
+import Crypto
+public import Foundation
+
+/// The cache: the in-memory contents every lookup reads, kept in step with a durable ``TokenStore``.
+///
+/// Writes go to the store first; memory changes only after the store committed, in commit order. A write
+/// that throws changed nothing, on disk or in memory.
+public final class TokenCache: Sendable {
+    private let store: any TokenStore
+    private let contents: ReadWriteLocked<CacheContents>
+    /// Entries found on disk that could not be opened; left in place, reported by status.
+    public let damaged: [(id: EntryID, reason: String)]
+
+    /// Loads everything `store` holds.
+    public init(store: any TokenStore) async throws {
+        let stored = try await store.loadAll()
+        self.store = store
+        self.contents = ReadWriteLocked(CacheContents(stored.entries))
+        self.damaged = stored.damaged
+    }
+
+    /// Runs `body` on the current contents under the cache's shared lock (readers never wait for each other).
+    ///
+    /// Keep it short and free of I/O.
+    public func read<Result, Failure: Error>(
+        _ body: (borrowing CacheContents) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        try contents.read(body)
+    }
+
+    /// Writes `changes` durably, then applies them in memory.
+    public func commit(_ changes: CacheChanges) async throws {
+        try await store.commit(changes) {
+            self.contents.write { $0.apply(changes) }
+        }
+    }
+}
+
+/// Where the cache lives inside the state directory, and how it is opened safely.
+public struct CacheLocation: Sendable {
+    /// The state directory (0700).
+    public var stateDirectory: URL
+
+    /// The cache inside `stateDirectory`.
+    public init(stateDirectory: URL) {
+        self.stateDirectory = stateDirectory
+    }
+
+    /// The database: `<state>/db/cache.sqlite3` (with its `-wal` and `-shm` files beside it).
+    public var databaseURL: URL {
+        stateDirectory.appending(path: "db/cache.sqlite3")
+    }
+
+    /// The sealing key: `<state>/cache.key`, outside the database's directory, so a copy of `db/` alone reveals
+    /// nothing.
+    public var keyURL: URL {
+        stateDirectory.appending(path: "cache.key")
+    }
+
+    /// The lock that keeps two daemons off one state directory: `<state>/lock`.
+    public var lockURL: URL {
+        stateDirectory.appending(path: "lock")
+    }
+
+    /// Opens the SQLite store: creates the directories 0700 and a new key only for a database without data;
+    /// refuses a database whose key is missing or different.
+    public func openStore() throws -> SQLiteTokenStore {
+        try Directories.ensurePrivateDirectory(stateDirectory)
+        try Directories.ensurePrivateDirectory(databaseURL.deletingLastPathComponent())
+        let key: SymmetricKey
+        if let existing = try KeyFile.load(keyURL) {
+            key = existing
+        } else if SQLiteTokenStore.holdsData(at: databaseURL) {
+            throw CacheError(
+                .keyMismatch,
+                "the cache key \(keyURL.path) is missing but the database \(databaseURL.path) holds tokens: "
+                    + "restore the key, or move the database away to start empty"
+            )
+        } else {
+            key = try KeyFile.create(keyURL)
+        }
+        return try SQLiteTokenStore(url: databaseURL, sealer: SecretSealer(key: key))
+    }
+}

@@ -1,0 +1,153 @@
+public import BrokerProtocol
+
+/// A connection to the user's token broker, with an API shaped like MSAL's `MSALPublicClientApplication`.
+///
+/// One `Broker` carries any number of concurrent calls over one Unix-socket connection. Every method throws
+/// ``BrokerError`` only. Create it with ``connect(socketPath:)``; close it with ``close()`` when done.
+///
+/// ```swift
+/// let broker = try await Broker.connect()
+/// let account = try await broker.account(forUsername: "ada@contoso.com")
+/// let token = try await broker.acquireTokenSilent(
+///     TokenRequest(clientId: appID, scopes: ["User.Read"], account: AccountSelector(identifier: account.identifier))
+/// )
+/// ```
+public final class Broker: Sendable {
+    private let connection: Connection
+
+    private init(connection: Connection) {
+        self.connection = connection
+    }
+
+    /// The socket path a client uses when none is given: `$TOKENBROKER_SOCKET`, else
+    /// `$XDG_RUNTIME_DIR/tokenbroker/broker.sock`.
+    public static var defaultSocketPath: String? {
+        SocketLocation.resolve()
+    }
+
+    /// Connects to the broker at `socketPath` (default: ``defaultSocketPath``).
+    ///
+    /// Throws ``BrokerError/Code/brokerUnavailable`` when no broker answers, with how to start it.
+    public static func connect(socketPath: String? = nil) async throws(BrokerError) -> Broker {
+        guard let path = socketPath ?? defaultSocketPath else {
+            throw BrokerError(
+                .brokerUnavailable,
+                "cannot find the broker's socket: XDG_RUNTIME_DIR is not set; set TOKENBROKER_SOCKET"
+            )
+        }
+        return Broker(connection: try await Connection.connect(to: path))
+    }
+
+    /// The socket this broker was reached on.
+    public var socketPath: String {
+        connection.socketPath
+    }
+
+    /// Closes the connection.
+    ///
+    /// Calls still waiting fail with ``BrokerError/Code/connectionLost``.
+    public func close() async {
+        await connection.close()
+    }
+
+    // MARK: Accounts
+
+    /// Every account the broker holds (MSAL's `allAccounts`), optionally only those with tokens for `clientId`
+    /// or of `authority`.
+    public func accounts(clientId: String? = nil, authority: String? = nil) async throws(BrokerError) -> [Account] {
+        try await connection.call(
+            .getAccounts,
+            GetAccountsParams(clientId: clientId, authority: authority),
+            as: AccountsResult.self
+        ).accounts
+    }
+
+    /// The account with this identifier (MSAL `identifier`, ADAL `homeAccountId`).
+    ///
+    /// Throws ``BrokerError/Code/noAccount`` when there is none.
+    public func account(forIdentifier identifier: String) async throws(BrokerError) -> Account {
+        try await account(AccountSelector(identifier: identifier))
+    }
+
+    /// The account with this username (MSAL `username`, ADAL `userId`), compared case-insensitively.
+    ///
+    /// Throws ``BrokerError/Code/noAccount`` when there is none.
+    public func account(forUsername username: String) async throws(BrokerError) -> Account {
+        try await account(AccountSelector(username: username))
+    }
+
+    /// The account a selector names: by identifier when it has one, else (or when that finds nothing) by
+    /// username.
+    public func account(_ selector: AccountSelector) async throws(BrokerError) -> Account {
+        try await connection.call(.getAccount, GetAccountParams(selector), as: AccountResult.self).account
+    }
+
+    /// Signs an account out of the broker (all its tokens), or out of `clientId` only.
+    public func removeAccount(
+        _ selector: AccountSelector,
+        clientId: String? = nil
+    ) async throws(BrokerError)
+        -> RemoveAccountResult
+    {
+        try await connection.call(
+            .removeAccount,
+            RemoveAccountParams(account: selector, clientId: clientId),
+            as: RemoveAccountResult.self
+        )
+    }
+
+    // MARK: Tokens
+
+    /// A token without any UI: from the broker's cache, or refreshed by the broker.
+    ///
+    /// Throws ``BrokerError/Code/interactionRequired`` when the user must sign in, ``BrokerError/Code/noAccount``
+    /// when the account is unknown.
+    public func acquireTokenSilent(_ request: TokenRequest) async throws(BrokerError) -> TokenResult {
+        try await connection.call(
+            .acquireTokenSilently,
+            AcquireTokenSilentlyParams(authParameters: request.authParameters, correlationId: request.correlationId),
+            as: AcquireTokenResult.self
+        ).brokerTokenResponse
+    }
+
+    // MARK: The broker itself
+
+    /// The broker's and the protocol's versions; throws ``BrokerError/Code/unsupportedProtocolVersion`` when
+    /// the broker speaks another major version than this library.
+    public func version() async throws(BrokerError) -> VersionResult {
+        try await connection.call(.getLinuxBrokerVersion, GetVersionParams(), as: VersionResult.self)
+    }
+
+    /// Uptime, counts and recent errors.
+    public func status() async throws(BrokerError) -> StatusResult {
+        try await connection.call(.getStatus, GetStatusParams(), as: StatusResult.self)
+    }
+
+    /// Imports a cache document (MSAL unified schema, or ADAL's list), as the text of the file.
+    public func importCache(
+        _ document: Secret,
+        format: CacheFormat = .msal
+    ) async throws(BrokerError)
+        -> ImportCacheResult
+    {
+        try await connection.call(
+            .importCache,
+            ImportCacheParams(format: format, data: document),
+            as: ImportCacheResult.self
+        )
+    }
+
+    /// Exports the cache (or what `clientId` and its family can use) as a document of `format`.
+    public func exportCache(
+        format: CacheFormat = .msal,
+        clientId: String? = nil
+    ) async throws(BrokerError)
+        -> ExportCacheResult
+    {
+        try await connection.call(
+            .exportCache,
+            ExportCacheParams(format: format, clientId: clientId),
+            as: ExportCacheResult.self
+        )
+    }
+}

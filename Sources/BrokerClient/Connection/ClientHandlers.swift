@@ -1,0 +1,65 @@
+import BrokerProtocol
+import NIOCore
+
+/// Splits the broker's byte stream into lines, bounded by the largest response the protocol allows.
+struct LineDecoder: ByteToMessageDecoder {
+    typealias InboundOut = ByteBuffer
+
+    func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let newline = buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) else {
+            if buffer.readableBytes > WireProtocol.maximumResponseBytes {
+                throw BrokerError(.internal, "the broker sent a message larger than the protocol allows")
+            }
+            return .needMoreData
+        }
+        let length = newline - buffer.readerIndex
+        guard let line = buffer.readSlice(length: length) else { return .needMoreData }
+        buffer.moveReaderIndex(forwardBy: 1)
+        context.fireChannelRead(wrapInboundOut(line))
+        return .continue
+    }
+}
+
+/// Routes each message from the broker: responses to their waiting calls, notifications to their listeners.
+final class MessageRouter: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let pending: PendingCalls
+    private let decoder: ServerMessageDecoder
+
+    init(pending: PendingCalls) {
+        self.pending = pending
+        self.decoder = ServerMessageDecoder { [pending] id in pending.resultType(for: id) }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let line = unwrapInboundIn(data)
+        let message: ServerMessage
+        do {
+            message = try decoder.decode(Array(line.readableBytesView))
+        } catch {
+            // A line we cannot read means client and broker disagree about the protocol: stop here.
+            pending.closeAll(BrokerError(.internal, "the broker sent a message this library cannot read"))
+            context.close(promise: nil)
+            return
+        }
+        switch message {
+        case .result(let id, let result): pending.complete(id, with: .success(result))
+        case .error(let id?, let error): pending.complete(id, with: .failure(BrokerError(error)))
+        case .error(nil, let error):
+            // Not tied to a request: the broker refused the connection or a frame; it closes next.
+            pending.closeAll(BrokerError(error))
+        case .notification(let notification): pending.deliver(notification)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        pending.closeAll(BrokerError(.connectionLost, "the connection to the broker closed"))
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        pending.closeAll(error as? BrokerError ?? BrokerError(.connectionLost, "the connection to the broker failed"))
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,194 @@
+import BrokerCache
+import BrokerOAuth
+public import BrokerProtocol
+import Foundation
+
+extension TokenBroker {
+    /// The silent request's answer when the cache alone can give it, without waiting on anything: a fresh token, or a
+    /// failure no identity provider could change (bad params, unknown account).
+    ///
+    /// Nil when the request needs a refresh or must fail with `interaction_required`: then call
+    /// ``acquireTokenSilently(_:caller:)``.
+    ///
+    /// Safe to call from an event loop: it only reads memory under the cache's short lock.
+    public nonisolated func cachedToken(
+        _ params: AcquireTokenSilentlyParams,
+        caller: Caller
+    ) throws(BrokerFailure) -> AcquireTokenResult? {
+        let request = try SilentRequest(params.authParameters, broker: self)
+        guard !request.bypassesCache else { return nil }
+        let found = try cache.read { contents throws(BrokerFailure) in
+            try request.lookUp(in: contents, now: nowSeconds)
+        }
+        guard let token = found.accessToken, found.freshness == .fresh else { return nil }
+        return issue(token, from: found, request: request, correlationId: params.correlationId, caller: caller)
+    }
+
+    /// `acquireTokenSilently`: a token from the cache; when none fits, `interaction_required`.
+    public nonisolated func acquireTokenSilently(
+        _ params: AcquireTokenSilentlyParams,
+        caller: Caller
+    ) async throws(BrokerFailure) -> AcquireTokenResult {
+        let request = try SilentRequest(params.authParameters, broker: self)
+        let found = try cache.read { contents throws(BrokerFailure) in
+            try request.lookUp(in: contents, now: nowSeconds)
+        }
+        guard let token = found.accessToken, !request.bypassesCache else {
+            throw BrokerFailure(
+                .interactionRequired,
+                "no cached access token fits this request; sign in interactively",
+                details: .init(correlationId: params.correlationId)
+            )
+        }
+        return issue(token, from: found, request: request, correlationId: params.correlationId, caller: caller)
+    }
+
+    /// Hands a cached token out: the result, and its audit line.
+    private nonisolated func issue(
+        _ token: AccessToken,
+        from found: CacheLookup,
+        request: SilentRequest,
+        correlationId: String?,
+        caller: Caller
+    ) -> AcquireTokenResult {
+        let correlationId = correlationId ?? UUID().uuidString
+        let result = found.tokenResult(token, source: .cache, correlationId: correlationId)
+        audit.tokenIssued(
+            to: caller,
+            clientId: request.clientId,
+            scopes: result.grantedScopes,
+            account: result.account,
+            source: .cache,
+            correlationId: correlationId
+        )
+        return AcquireTokenResult(brokerTokenResponse: result)
+    }
+}
+
+/// A validated silent request: who asks, for what, at which authority.
+struct SilentRequest: Sendable {
+    let clientId: String
+    let authority: Authority
+    let scopes: ScopeSet
+    let account: AccountSelector?
+    let minimumValidity: Duration
+    let bypassesCache: Bool
+
+    init(_ parameters: AuthParameters, broker: TokenBroker) throws(BrokerFailure) {
+        let clientId = parameters.clientId
+        guard !clientId.isEmpty, !clientId.utf8.contains(where: { $0 <= 0x20 }) else {
+            throw BrokerFailure.invalidParams("params.authParameters.clientId", "must be a non-empty id without spaces")
+        }
+        self.clientId = clientId
+        authority = try broker.authority(parameters.authority)
+        var scopes = parameters.requestedScopes ?? []
+        if let resource = parameters.resource, !resource.isEmpty {
+            scopes.append(resource.hasSuffix("/") ? resource + ".default" : resource + "/.default")
+        }
+        self.scopes = ScopeSet(scopes.flatMap { $0.split(separator: " ").map(String.init) })
+        guard !self.scopes.scopes.isEmpty else {
+            throw BrokerFailure.invalidParams("params.authParameters.requestedScopes", "give scopes or a resource")
+        }
+        account = parameters.accountSelector
+        let seconds = parameters.minimumValiditySeconds ?? 0
+        guard seconds >= 0 else {
+            throw BrokerFailure.invalidParams("params.authParameters.minimumValiditySeconds", "must not be negative")
+        }
+        minimumValidity = .seconds(seconds)
+        bypassesCache = parameters.forceRefresh == true || !(parameters.decodedClaims ?? "").isEmpty
+    }
+
+    /// The account this request is for, and the best cached access token for it, if any.
+    func lookUp(in contents: borrowing CacheContents, now: Int64) throws(BrokerFailure) -> CacheLookup {
+        let account = try resolveAccount(in: contents)
+        let realm = authority.fixedRealm ?? TokenBroker.homeTenant(of: account) ?? account.realm
+        let environments = authority.environmentAliases
+        let candidates = contents.accessTokens(
+            homeAccountId: account.homeAccountId,
+            clientId: clientId,
+            realm: realm,
+            environments: environments
+        )
+        var best: (token: AccessToken, scopes: ScopeSet, freshness: Freshness)?
+        for (token, stored) in candidates where scopes.isSatisfied(by: stored) {
+            let freshness = Freshness.of(token, now: now, minimumValidity: minimumValidity)
+            guard freshness != .expired else { continue }
+            if let current = best, (current.freshness, current.token.expiresOn) >= (freshness, token.expiresOn) {
+                continue
+            }
+            best = (token, stored, freshness)
+        }
+        let idToken =
+            contents.idToken(
+                homeAccountId: account.homeAccountId,
+                clientId: clientId,
+                realm: realm,
+                environments: environments
+            )
+        return CacheLookup(
+            account: TokenBroker.wireAccount(account, idToken: idToken, in: contents),
+            accessToken: best?.token,
+            grantedScopes: best?.scopes.scopes ?? [],
+            freshness: best?.freshness,
+            idToken: idToken?.token.secret,
+            clientInfo: contents.clientInfo(of: account)
+        )
+    }
+
+    private func resolveAccount(in contents: borrowing CacheContents) throws(BrokerFailure) -> BrokerCache.Account {
+        let environments = authority.environmentAliases
+        if let account {
+            let candidates = TokenBroker.lookUp(account, in: contents).filter {
+                environments.contains($0.environment.lowercased())
+            }
+            guard let chosen = TokenBroker.preferred(candidates, realm: authority.fixedRealm) else {
+                throw BrokerFailure(
+                    .noAccount,
+                    "no account at \(authority.environment) matches \(TokenBroker.describe(account))"
+                )
+            }
+            return chosen
+        }
+        let all = contents.accounts.values.filter { environments.contains($0.environment.lowercased()) }
+        let people = Set(all.map { $0.homeAccountId.lowercased() })
+        guard people.count == 1 else {
+            if people.isEmpty {
+                throw BrokerFailure(.noAccount, "no account is signed in at \(authority.environment)")
+            }
+            throw BrokerFailure.invalidParams(
+                "params.authParameters.account",
+                "\(people.count) accounts are signed in at \(authority.environment); name one"
+            )
+        }
+        guard let chosen = TokenBroker.preferred(Array(all), realm: authority.fixedRealm) else {
+            throw BrokerFailure(.noAccount, "no account is signed in at \(authority.environment)")
+        }
+        return chosen
+    }
+}
+
+/// What the cache holds for a request.
+struct CacheLookup: Sendable {
+    let account: BrokerProtocol.Account
+    let accessToken: AccessToken?
+    let grantedScopes: [String]
+    let freshness: Freshness?
+    let idToken: Secret?
+    let clientInfo: String?
+
+    func tokenResult(_ token: AccessToken, source: TokenSource, correlationId: String) -> TokenResult {
+        TokenResult(
+            accessToken: token.secret,
+            accessTokenType: token.tokenType,
+            expiresOn: token.expiresOn * 1000,
+            extendedExpiresOn: token.extendedExpiresOn.map { $0 * 1000 },
+            refreshOn: token.refreshOn.map { $0 * 1000 },
+            grantedScopes: grantedScopes,
+            idToken: idToken,
+            clientInfo: clientInfo,
+            account: account,
+            tokenSource: source,
+            correlationId: correlationId
+        )
+    }
+}

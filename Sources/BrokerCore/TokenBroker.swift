@@ -1,0 +1,86 @@
+public import BrokerCache
+import BrokerOAuth
+public import BrokerProtocol
+public import Foundation
+public import Logging
+
+/// The broker: answers account and token requests from the shared cache, and (with sign-in) from the identity
+/// providers.
+///
+/// No sockets here: the server hands it decoded requests and the caller's identity.
+///
+/// Reads of the cache run without entering the actor (the cache has its own lock), so cached tokens are
+/// served in parallel; the actor serializes what must not run twice at once.
+public actor TokenBroker {
+    /// The broker's release version.
+    public static let version = "0.1.0"
+
+    nonisolated let cache: TokenCache
+    nonisolated let configuration: BrokerConfiguration
+    nonisolated let logger: Logger
+    /// The audit trail of tokens handed out.
+    public nonisolated let audit: AuditLog
+    nonisolated let now: @Sendable () -> Date
+    nonisolated let authorities = ReadWriteLocked<[String: Authority]>([:])
+
+    /// Creates a broker over `cache`.
+    public init(
+        cache: TokenCache,
+        configuration: BrokerConfiguration = BrokerConfiguration(),
+        logger: Logger,
+        audit: AuditLog = AuditLog(logger: Logger(label: "tokenbroker.audit")),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.cache = cache
+        self.configuration = configuration
+        self.logger = logger
+        self.audit = audit
+        self.now = now
+    }
+
+    /// The time now, in epoch seconds.
+    nonisolated var nowSeconds: Int64 {
+        Int64(now().timeIntervalSince1970)
+    }
+
+    /// `getLinuxBrokerVersion`: refuses a client of another protocol major.
+    public nonisolated func version(_ params: GetVersionParams) throws(BrokerFailure) -> VersionResult {
+        if let requested = params.protocolVersion {
+            guard let major = WireProtocol.major(of: requested) else {
+                throw BrokerFailure.invalidParams("params.protocolVersion", "expected major.minor, such as 1.0")
+            }
+            guard major == WireProtocol.majorVersion else {
+                throw BrokerFailure(
+                    .unsupportedProtocolVersion,
+                    "this broker speaks protocol \(WireProtocol.version); the client speaks \(requested)"
+                )
+            }
+        }
+        return VersionResult(
+            linuxBrokerVersion: Self.version,
+            protocolVersion: WireProtocol.version,
+            methods: MethodName.allCases.map(\.rawValue)
+        )
+    }
+
+    /// What the cache holds, by kind.
+    public nonisolated var cacheCounts: EntryCounts {
+        cache.read { $0.count }
+    }
+
+    /// Entries on disk that could not be opened at start-up.
+    public nonisolated var damagedEntries: Int {
+        cache.damaged.count
+    }
+}
+
+/// Settings of the broker itself.
+public struct BrokerConfiguration: Sendable {
+    /// Hosts (`host` or `host:port`) to treat as Entra ID besides Microsoft's clouds.
+    public var entraHosts: Set<String>
+
+    /// Creates a configuration.
+    public init(entraHosts: Set<String> = []) {
+        self.entraHosts = entraHosts
+    }
+}

@@ -1,0 +1,31 @@
+import BrokerProtocol
+import Foundation
+
+/// Entra ID's `client_info`: base64url JSON `{"uid": "<object id>", "utid": "<tenant id>"}`.
+public struct ClientInfo: Sendable, Hashable {
+    /// The user's object id in its home tenant.
+    public var uid: String
+    /// The home tenant id.
+    public var utid: String
+
+    /// Creates client info.
+    public init(uid: String, utid: String) {
+        self.uid = uid
+        self.utid = utid
+    }
+
+    /// Decodes the base64url form; nil when it is not client info.
+    public init?(encoded: String) {
+        guard let data = Base64URL.decode(encoded),
+            let object = (try? JSONDecoder().decode(JSONValue.self, from: data))?.objectValue,
+            let uid = object["uid"]?.stringValue, let utid = object["utid"]?.stringValue, !uid.isEmpty
+        else { return nil }
+        self.uid = uid
+        self.utid = utid
+    }
+
+    /// MSAL's home account id: `uid.utid`.
+    public var homeAccountId: String {
+        "\(uid).\(utid)"
+    }
+}

@@ -1,0 +1,447 @@
+import Foundation
+
+/// A strictly parsed JSON document: one flat array of nodes over the original bytes.
+///
+/// Strict means: RFC 8259 grammar only, UTF-8 validated, duplicate object keys refused, nesting bounded. It is
+/// the parser behind the protocol's ``WireDecoder`` and behind cache imports, where a duplicate key must be an
+/// error rather than a silent "last one wins".
+struct JSONTape {
+    enum Kind: UInt8 {
+        case null, `true`, `false`, number, string, array, object
+    }
+
+    /// One value.
+    ///
+    /// Containers are followed by their members (for objects: key, value, key, value, …).
+    struct Node {
+        var kind: Kind
+        /// Strings: whether the literal contains a backslash escape.
+        var escaped: Bool
+        /// Byte range of the literal (strings: without the quotes).
+        var start: Int32
+        var end: Int32
+        /// Index of the node after this value and all its members.
+        var next: Int32
+        /// Members of an array, key/value pairs of an object.
+        var count: Int32
+    }
+
+    let bytes: [UInt8]
+    private(set) var nodes: [Node] = []
+
+    /// The deepest nesting accepted; deeper documents are refused instead of recursing without bound.
+    static let maximumDepth = 128
+
+    /// Parses `bytes` as one JSON value (surrounding whitespace allowed).
+    init(_ bytes: [UInt8]) throws(JSONSyntaxError) {
+        self.bytes = bytes
+        nodes.reserveCapacity(max(8, bytes.count / 12))
+        var position = 0
+        try parseValue(&position, depth: 0)
+        skipWhitespace(&position)
+        guard position == bytes.count else {
+            throw JSONSyntaxError("unexpected data after the JSON value", at: position)
+        }
+    }
+
+    // MARK: Reading values
+
+    /// The string a string node stands for.
+    func string(at index: Int) throws(JSONSyntaxError) -> String {
+        let node = nodes[index]
+        if !node.escaped {
+            return bytes.withUnsafeBufferPointer { buffer in
+                String(decoding: UnsafeBufferPointer(rebasing: buffer[Int(node.start)..<Int(node.end)]), as: UTF8.self)
+            }
+        }
+        return try unescape(Int(node.start)..<Int(node.end))
+    }
+
+    /// Whether a string node equals `key` (without building a String when it has no escapes).
+    func string(at index: Int, equals key: String) -> Bool {
+        let node = nodes[index]
+        if node.escaped { return (try? string(at: index)) == key }
+        var key = key
+        return key.withUTF8 { keyBytes in
+            let length = Int(node.end - node.start)
+            guard keyBytes.count == length else { return false }
+            return bytes.withUnsafeBufferPointer { buffer in
+                UnsafeBufferPointer(rebasing: buffer[Int(node.start)..<Int(node.end)]).elementsEqual(keyBytes)
+            }
+        }
+    }
+
+    /// The literal text of a number node.
+    func numberText(at index: Int) -> Substring {
+        let node = nodes[index]
+        return Substring(decoding: bytes[Int(node.start)..<Int(node.end)], as: UTF8.self)
+    }
+
+    /// An integer number node's value, if it is an integer in range.
+    func integer(at index: Int) -> Int64? {
+        let node = nodes[index]
+        var value: Int64 = 0
+        var position = Int(node.start)
+        let negative = bytes[position] == UInt8(ascii: "-")
+        if negative { position += 1 }
+        while position < Int(node.end) {
+            let byte = bytes[position]
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            let digit = Int64(byte - UInt8(ascii: "0"))
+            let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) =
+                negative ? times.subtractingReportingOverflow(digit) : times.addingReportingOverflow(digit)
+            guard !overflow1, !overflow2 else { return nil }
+            value = sum
+            position += 1
+        }
+        return value
+    }
+
+    /// The member indexes of a container node: values for arrays, (key, value) index pairs for objects.
+    func members(of index: Int) -> MemberSequence {
+        MemberSequence(
+            tape: self,
+            first: index + 1,
+            count: Int(nodes[index].count),
+            isObject: nodes[index].kind == .object
+        )
+    }
+
+    struct MemberSequence: Sequence, IteratorProtocol {
+        let tape: JSONTape
+        var position: Int
+        var remaining: Int
+        let isObject: Bool
+
+        init(tape: JSONTape, first: Int, count: Int, isObject: Bool) {
+            self.tape = tape
+            position = first
+            remaining = count
+            self.isObject = isObject
+        }
+
+        /// For objects: (key index, value index); for arrays: (value index, value index).
+        mutating func next() -> (key: Int, value: Int)? {
+            guard remaining > 0 else { return nil }
+            remaining -= 1
+            if isObject {
+                let key = position
+                let value = position + 1
+                position = Int(tape.nodes[value].next)
+                return (key, value)
+            }
+            let value = position
+            position = Int(tape.nodes[value].next)
+            return (value, value)
+        }
+    }
+
+    // MARK: Parsing
+
+    private func skipWhitespace(_ position: inout Int) {
+        while position < bytes.count {
+            switch bytes[position] {
+            case 0x20, 0x09, 0x0A, 0x0D: position += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func parseValue(_ position: inout Int, depth: Int) throws(JSONSyntaxError) {
+        skipWhitespace(&position)
+        guard position < bytes.count else { throw JSONSyntaxError("unexpected end of the document", at: position) }
+        switch bytes[position] {
+        case UInt8(ascii: "{"): try parseObject(&position, depth: depth + 1)
+        case UInt8(ascii: "["): try parseArray(&position, depth: depth + 1)
+        case UInt8(ascii: "\""):
+            let (start, end, escaped) = try scanString(&position)
+            append(.string, start: start, end: end, escaped: escaped)
+        case UInt8(ascii: "t"): try literal("true", .true, &position)
+        case UInt8(ascii: "f"): try literal("false", .false, &position)
+        case UInt8(ascii: "n"): try literal("null", .null, &position)
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try parseNumber(&position)
+        default: throw JSONSyntaxError("unexpected character", at: position)
+        }
+    }
+
+    private mutating func append(_ kind: Kind, start: Int, end: Int, escaped: Bool = false) {
+        nodes.append(
+            Node(
+                kind: kind,
+                escaped: escaped,
+                start: Int32(start),
+                end: Int32(end),
+                next: Int32(nodes.count + 1),
+                count: 0
+            )
+        )
+    }
+
+    private mutating func literal(_ word: StaticString, _ kind: Kind, _ position: inout Int) throws(JSONSyntaxError) {
+        let length = word.utf8CodeUnitCount
+        guard position + length <= bytes.count,
+            word.withUTF8Buffer({ Array($0) }) == Array(bytes[position..<position + length])
+        else { throw JSONSyntaxError("invalid literal", at: position) }
+        append(kind, start: position, end: position + length)
+        position += length
+    }
+
+    private mutating func parseNumber(_ position: inout Int) throws(JSONSyntaxError) {
+        let start = position
+        func digits(_ position: inout Int) -> Int {
+            let first = position
+            while position < bytes.count, bytes[position] >= UInt8(ascii: "0"), bytes[position] <= UInt8(ascii: "9") {
+                position += 1
+            }
+            return position - first
+        }
+        if bytes[position] == UInt8(ascii: "-") { position += 1 }
+        guard position < bytes.count else { throw JSONSyntaxError("invalid number", at: start) }
+        if bytes[position] == UInt8(ascii: "0") {
+            position += 1
+        } else if digits(&position) == 0 {
+            throw JSONSyntaxError("invalid number", at: start)
+        }
+        if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
+            position += 1
+            guard digits(&position) > 0 else { throw JSONSyntaxError("invalid number", at: start) }
+        }
+        if position < bytes.count, bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E") {
+            position += 1
+            if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") {
+                position += 1
+            }
+            guard digits(&position) > 0 else { throw JSONSyntaxError("invalid number", at: start) }
+        }
+        append(.number, start: start, end: position)
+    }
+
+    /// Scans a string literal at `position` (on the opening quote); validates escapes and UTF-8.
+    private func scanString(_ position: inout Int) throws(JSONSyntaxError) -> (start: Int, end: Int, escaped: Bool) {
+        let open = position
+        position += 1
+        let start = position
+        var escaped = false
+        var asciiOnly = true
+        while position < bytes.count {
+            let byte = bytes[position]
+            switch byte {
+            case UInt8(ascii: "\""):
+                let end = position
+                position += 1
+                if !asciiOnly {
+                    let valid = bytes.withUnsafeBufferPointer { buffer in
+                        String(validating: UnsafeBufferPointer(rebasing: buffer[start..<end]), as: UTF8.self) != nil
+                    }
+                    guard valid else { throw JSONSyntaxError("a string is not valid UTF-8", at: start) }
+                }
+                return (start, end, escaped)
+            case UInt8(ascii: "\\"):
+                escaped = true
+                position += 1
+                guard position < bytes.count else { break }
+                switch bytes[position] {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                    UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    position += 1
+                case UInt8(ascii: "u"):
+                    guard position + 4 < bytes.count,
+                        bytes[position + 1...position + 4].allSatisfy({ Self.hexValue($0) != nil })
+                    else { throw JSONSyntaxError("invalid \\u escape", at: position) }
+                    position += 5
+                default:
+                    throw JSONSyntaxError("invalid escape", at: position)
+                }
+            case 0..<0x20:
+                throw JSONSyntaxError("a control character inside a string", at: position)
+            default:
+                if byte >= 0x80 { asciiOnly = false }
+                position += 1
+            }
+        }
+        throw JSONSyntaxError("unterminated string", at: open)
+    }
+
+    private mutating func parseArray(_ position: inout Int, depth: Int) throws(JSONSyntaxError) {
+        guard depth <= Self.maximumDepth else { throw JSONSyntaxError("nested too deeply", at: position) }
+        let index = nodes.count
+        append(.array, start: position, end: position)
+        position += 1
+        var count: Int32 = 0
+        skipWhitespace(&position)
+        if position < bytes.count, bytes[position] == UInt8(ascii: "]") {
+            position += 1
+        } else {
+            while true {
+                try parseValue(&position, depth: depth)
+                count += 1
+                skipWhitespace(&position)
+                guard position < bytes.count else { throw JSONSyntaxError("unterminated array", at: position) }
+                if bytes[position] == UInt8(ascii: ",") {
+                    position += 1
+                    continue
+                }
+                guard bytes[position] == UInt8(ascii: "]") else {
+                    throw JSONSyntaxError("expected , or ]", at: position)
+                }
+                position += 1
+                break
+            }
+        }
+        nodes[index].count = count
+        nodes[index].end = Int32(position)
+        nodes[index].next = Int32(nodes.count)
+    }
+
+    private mutating func parseObject(_ position: inout Int, depth: Int) throws(JSONSyntaxError) {
+        guard depth <= Self.maximumDepth else { throw JSONSyntaxError("nested too deeply", at: position) }
+        let index = nodes.count
+        append(.object, start: position, end: position)
+        position += 1
+        var keys: [Int] = []
+        skipWhitespace(&position)
+        if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
+            position += 1
+        } else {
+            while true {
+                skipWhitespace(&position)
+                guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else {
+                    throw JSONSyntaxError("expected a quoted key", at: position)
+                }
+                let keyIndex = nodes.count
+                let (start, end, escaped) = try scanString(&position)
+                append(.string, start: start, end: end, escaped: escaped)
+                if try isDuplicate(keyIndex, among: keys) {
+                    throw JSONSyntaxError("duplicate key \"\(try string(at: keyIndex).prefix(64))\"", at: start)
+                }
+                keys.append(keyIndex)
+                skipWhitespace(&position)
+                guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else {
+                    throw JSONSyntaxError("expected :", at: position)
+                }
+                position += 1
+                try parseValue(&position, depth: depth)
+                skipWhitespace(&position)
+                guard position < bytes.count else { throw JSONSyntaxError("unterminated object", at: position) }
+                if bytes[position] == UInt8(ascii: ",") {
+                    position += 1
+                    continue
+                }
+                guard bytes[position] == UInt8(ascii: "}") else {
+                    throw JSONSyntaxError("expected , or }", at: position)
+                }
+                position += 1
+                break
+            }
+        }
+        nodes[index].count = Int32(keys.count)
+        nodes[index].end = Int32(position)
+        nodes[index].next = Int32(nodes.count)
+    }
+
+    private func isDuplicate(_ keyIndex: Int, among keys: [Int]) throws(JSONSyntaxError) -> Bool {
+        let node = nodes[keyIndex]
+        let length = node.end - node.start
+        for other in keys {
+            let candidate = nodes[other]
+            if !node.escaped, !candidate.escaped {
+                guard candidate.end - candidate.start == length else { continue }
+                if bytes[Int(candidate.start)..<Int(candidate.end)] == bytes[Int(node.start)..<Int(node.end)] {
+                    return true
+                }
+            } else if try string(at: other) == string(at: keyIndex) {
+                return true
+            }
+        }
+        return false
+    }
+
+    private func unescape(_ range: Range<Int>) throws(JSONSyntaxError) -> String {
+        var scalars = String.UnicodeScalarView()
+        var output: [UInt8] = []
+        output.reserveCapacity(range.count)
+        var position = range.lowerBound
+        func flushBytes() {
+            scalars.append(contentsOf: String(decoding: output, as: UTF8.self).unicodeScalars)
+            output.removeAll(keepingCapacity: true)
+        }
+        while position < range.upperBound {
+            let byte = bytes[position]
+            guard byte == UInt8(ascii: "\\") else {
+                output.append(byte)
+                position += 1
+                continue
+            }
+            let code = bytes[position + 1]
+            position += 2
+            switch code {
+            case UInt8(ascii: "b"): output.append(0x08)
+            case UInt8(ascii: "f"): output.append(0x0C)
+            case UInt8(ascii: "n"): output.append(0x0A)
+            case UInt8(ascii: "r"): output.append(0x0D)
+            case UInt8(ascii: "t"): output.append(0x09)
+            case UInt8(ascii: "u"):
+                var unit = hex4(at: position)
+                position += 4
+                if (0xD800...0xDBFF).contains(unit) {
+                    // A high surrogate must be followed by an escaped low surrogate.
+                    guard position + 6 <= range.upperBound, bytes[position] == UInt8(ascii: "\\"),
+                        bytes[position + 1] == UInt8(ascii: "u")
+                    else { throw JSONSyntaxError("unpaired surrogate in a \\u escape", at: position) }
+                    let low = hex4(at: position + 2)
+                    guard (0xDC00...0xDFFF).contains(low) else {
+                        throw JSONSyntaxError("unpaired surrogate in a \\u escape", at: position)
+                    }
+                    position += 6
+                    unit = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
+                } else if (0xDC00...0xDFFF).contains(unit) {
+                    throw JSONSyntaxError("unpaired surrogate in a \\u escape", at: position)
+                }
+                guard let scalar = Unicode.Scalar(unit) else {
+                    throw JSONSyntaxError("invalid \\u escape", at: position)
+                }
+                flushBytes()
+                scalars.append(scalar)
+            default: output.append(code)
+            }
+        }
+        flushBytes()
+        return String(scalars)
+    }
+
+    private func hex4(at position: Int) -> UInt32 {
+        var value: UInt32 = 0
+        for offset in 0..<4 { value = value << 4 | UInt32(Self.hexValue(bytes[position + offset]) ?? 0) }
+        return value
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
+
+/// Why a document is not (strict) JSON: what, and at which byte.
+///
+/// Never quotes the document's values.
+public struct JSONSyntaxError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What is wrong.
+    public let reason: String
+    /// The byte offset where it was found.
+    public let offset: Int
+
+    init(_ reason: String, at offset: Int) {
+        self.reason = reason
+        self.offset = offset
+    }
+
+    /// `reason at byte N`.
+    public var description: String {
+        "\(reason) at byte \(offset)"
+    }
+}

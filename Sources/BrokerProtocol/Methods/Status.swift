@@ -1,0 +1,124 @@
+/// Params of `getStatus` (none are required).
+public struct GetStatusParams: Sendable, Hashable, Codable {
+    /// See ``AcquireTokenSilentlyParams/correlationId``.
+    public var correlationId: String?
+
+    /// Creates the params.
+    public init(correlationId: String? = nil) {
+        self.correlationId = correlationId
+    }
+}
+
+/// Result of `getStatus`: what `tokenbroker status` shows.
+public struct StatusResult: Sendable, Hashable, Codable {
+    /// The broker's release version.
+    public var version: String
+    /// The protocol version.
+    public var protocolVersion: String
+    /// The daemon's process id.
+    public var pid: Int32
+    /// When the daemon started (ms since the Unix epoch).
+    public var startedAt: Int64
+    /// Seconds since start.
+    public var uptimeSeconds: Int64
+    /// The socket the daemon serves.
+    public var socketPath: String
+    /// How the socket came: `systemd` (socket activation) or `bound` (the daemon bound it itself).
+    public var activation: String
+    /// The state directory (database and key).
+    public var stateDirectory: String
+    /// What the cache holds.
+    public var cache: EntryCounts
+    /// Connections: open now, accepted and refused since start.
+    public var connections: ConnectionCounts
+    /// Requests: answered, failed and in flight.
+    public var requests: RequestCounts
+    /// The last errors answered (newest last), without secrets.
+    public var recentErrors: [RecentError]
+
+    /// Creates the result.
+    public init(
+        version: String,
+        protocolVersion: String,
+        pid: Int32,
+        startedAt: Int64,
+        uptimeSeconds: Int64,
+        socketPath: String,
+        activation: String,
+        stateDirectory: String,
+        cache: EntryCounts,
+        connections: ConnectionCounts,
+        requests: RequestCounts,
+        recentErrors: [RecentError]
+    ) {
+        self.version = version
+        self.protocolVersion = protocolVersion
+        self.pid = pid
+        self.startedAt = startedAt
+        self.uptimeSeconds = uptimeSeconds
+        self.socketPath = socketPath
+        self.activation = activation
+        self.stateDirectory = stateDirectory
+        self.cache = cache
+        self.connections = connections
+        self.requests = requests
+        self.recentErrors = recentErrors
+    }
+
+    /// Connection counters.
+    public struct ConnectionCounts: Sendable, Hashable, Codable {
+        /// Open now.
+        public var open: Int
+        /// Accepted since start.
+        public var accepted: Int
+        /// Refused since start (another uid, or over the limit).
+        public var refused: Int
+
+        /// Creates the counters.
+        public init(open: Int, accepted: Int, refused: Int) {
+            self.open = open
+            self.accepted = accepted
+            self.refused = refused
+        }
+    }
+
+    /// Request counters.
+    public struct RequestCounts: Sendable, Hashable, Codable {
+        /// Answered with a result since start.
+        public var succeeded: Int
+        /// Answered with an error since start.
+        public var failed: Int
+        /// Running now.
+        public var inFlight: Int
+
+        /// Creates the counters.
+        public init(succeeded: Int, failed: Int, inFlight: Int) {
+            self.succeeded = succeeded
+            self.failed = failed
+            self.inFlight = inFlight
+        }
+    }
+
+    /// One recent error.
+    public struct RecentError: Sendable, Hashable, Codable {
+        /// When (ms since the Unix epoch).
+        public var at: Int64
+        /// The method that failed, or empty for a framing error.
+        public var method: String
+        /// The error's code.
+        public var errorCode: ErrorCode
+        /// The error's message.
+        public var message: String
+        /// The request's correlation id, if it had one.
+        public var correlationId: String?
+
+        /// Creates the entry.
+        public init(at: Int64, method: String, errorCode: ErrorCode, message: String, correlationId: String?) {
+            self.at = at
+            self.method = method
+            self.errorCode = errorCode
+            self.message = message
+            self.correlationId = correlationId
+        }
+    }
+}

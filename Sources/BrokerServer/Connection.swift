@@ -1,0 +1,111 @@
+import BrokerCore
+import BrokerProtocol
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+
+/// What every connection shares.
+struct ConnectionSettings: Sendable {
+    let configuration: ServerConfiguration
+    let dispatcher: Dispatcher
+    let logger: Logger
+}
+
+/// One client connection's async side: runs each request the event loop could not answer at once in its own
+/// task (so a slow sign-in never blocks other requests on the connection), and ends the connection on an
+/// oversized frame, idleness, or graceful shutdown.
+struct Connection: Sendable {
+    let accepted: AcceptedConnection
+    let settings: ConnectionSettings
+    let metrics: ServerMetrics
+
+    /// Answers with one error line and closes: for peers that may not be served.
+    func refuse(_ error: ErrorObject) async {
+        try? await accepted.channel.executeThenClose { _, outbound in
+            try await outbound.write(Dispatcher.encode(ErrorResponse(id: nil, error: error)))
+        }
+    }
+
+    /// Serves the connection until the peer closes it, it idles out, it breaks a limit, or the server drains.
+    ///
+    /// Never throws: whatever goes wrong ends this connection only.
+    func run() async {
+        let caller = accepted.caller
+        let channel = accepted.channel.channel
+        do {
+            try await accepted.channel.executeThenClose { inbound, outbound in
+                try await withGracefulShutdownHandler {
+                    try await serve(inbound: inbound, outbound: outbound, caller: caller)
+                } onGracefulShutdown: {
+                    // Read no more requests; the ones in flight still get their answers.
+                    channel.close(mode: .input, promise: nil)
+                }
+            }
+        } catch {
+            settings.logger.debug("connection ended", metadata: ["pid": "\(caller.pid)", "reason": "\(error)"])
+        }
+    }
+
+    private func serve(
+        inbound: NIOAsyncChannelInboundStream<ConnectionEvent>,
+        outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
+        caller: Caller
+    ) async throws {
+        let inFlight = RequestCount()
+        let limit = settings.configuration.maximumRequestsPerConnection
+        let dispatcher = settings.dispatcher
+        try await withThrowingDiscardingTaskGroup { requests in
+            reading: for try await event in inbound {
+                switch event {
+                case .request(let request):
+                    guard inFlight.value < limit else {
+                        let busy = ErrorObject(.brokerBusy, "too many requests in flight on this connection")
+                        if let response = dispatcher.reject(request, with: busy) { try await outbound.write(response) }
+                        continue
+                    }
+                    inFlight.add(1)
+                    metrics.inFlight.add(1, ordering: .relaxed)
+                    requests.addTask {
+                        defer {
+                            inFlight.add(-1)
+                            metrics.inFlight.subtract(1, ordering: .relaxed)
+                        }
+                        if let response = await dispatcher.answer(request, caller: caller) {
+                            try await outbound.write(response)
+                        }
+                    }
+                case .frameTooLarge:
+                    let error = ErrorObject(
+                        .frameTooLarge,
+                        "a message is limited to \(settings.configuration.maximumFrameBytes) bytes; closing"
+                    )
+                    metrics.recordError(method: "", error: error, correlationId: nil)
+                    try await outbound.write(Dispatcher.encode(ErrorResponse(id: nil, error: error)))
+                    break reading
+                case .idle(let partialFrame):
+                    guard inFlight.value == 0 else { continue }
+                    if partialFrame {
+                        let error = ErrorObject(.timeout, "half a message arrived and then nothing; closing")
+                        metrics.recordError(method: "", error: error, correlationId: nil)
+                        try await outbound.write(Dispatcher.encode(ErrorResponse(id: nil, error: error)))
+                    }
+                    break reading
+                }
+            }
+        }
+    }
+}
+
+/// Requests in flight on one connection.
+private final class RequestCount: Sendable {
+    private let count = Atomic<Int>(0)
+
+    var value: Int {
+        count.load(ordering: .relaxed)
+    }
+
+    func add(_ delta: Int) {
+        count.add(delta, ordering: .relaxed)
+    }
+}

@@ -1,0 +1,68 @@
+import BrokerCore
+import BrokerProtocol
+import NIOCore
+
+/// What a connection's async task sees: requests that may wait, and the conditions that end a connection.
+enum ConnectionEvent: Sendable {
+    /// A request that needs the identity provider, the disk, or time: run it in a task.
+    case request(IncomingRequest)
+    /// A line grew past the limit.
+    case frameTooLarge
+    /// Nothing arrived for the idle timeout.
+    case idle(partialFrame: Bool)
+}
+
+/// Decodes each frame and answers on the event loop whatever the in-memory cache can answer at once (a cached
+/// token, the account list, the version, the status); passes everything else on to the connection's task.
+///
+/// The fast path does no I/O, takes only the cache's short lock, and never waits, so it is fit for an event
+/// loop; it saves the task, the thread hops and the async writer that cost more than the lookup itself.
+/// Responses are written as whole lines and flushed once per read.
+final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = FrameEvent
+    typealias InboundOut = ConnectionEvent
+    typealias OutboundOut = ByteBuffer
+
+    private let dispatcher: Dispatcher
+    private let caller: Caller
+    private var needsFlush = false
+
+    init(dispatcher: Dispatcher, caller: Caller) {
+        self.dispatcher = dispatcher
+        self.caller = caller
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .frame(let frame):
+            switch dispatcher.decode(frame) {
+            case .failure(let rejection):
+                if let response = dispatcher.response(to: rejection) { write(response, context: context) }
+            case .success(let request):
+                switch dispatcher.answerImmediately(request, caller: caller) {
+                case .answered(let response):
+                    if let response { write(response, context: context) }
+                case .needsTask:
+                    context.fireChannelRead(wrapInboundOut(.request(request)))
+                }
+            }
+        case .frameTooLarge:
+            context.fireChannelRead(wrapInboundOut(.frameTooLarge))
+        case .idle(let partialFrame):
+            context.fireChannelRead(wrapInboundOut(.idle(partialFrame: partialFrame)))
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if needsFlush {
+            needsFlush = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    private func write(_ response: ByteBuffer, context: ChannelHandlerContext) {
+        context.write(wrapOutboundOut(response), promise: nil)
+        needsFlush = true
+    }
+}

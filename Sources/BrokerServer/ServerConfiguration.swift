@@ -1,0 +1,44 @@
+/// The server's socket and limits.
+public struct ServerConfiguration: Sendable {
+    /// Where the listening socket comes from.
+    public var listener: Listener
+    /// Connections open at once; one more is answered `broker_busy` and closed.
+    public var maximumConnections: Int
+    /// Requests in flight on one connection; one more is answered `broker_busy`.
+    public var maximumRequestsPerConnection: Int
+    /// A connection with nothing in flight and no bytes for this long is closed (with `timeout` if a frame was
+    /// half sent).
+    public var idleTimeout: Duration
+    /// The largest frame accepted.
+    public var maximumFrameBytes: Int
+
+    /// Creates a configuration with the default limits.
+    public init(
+        listener: Listener,
+        maximumConnections: Int = 256,
+        maximumRequestsPerConnection: Int = 32,
+        idleTimeout: Duration = .seconds(120),
+        maximumFrameBytes: Int = 1 << 20
+    ) {
+        self.listener = listener
+        self.maximumConnections = maximumConnections
+        self.maximumRequestsPerConnection = maximumRequestsPerConnection
+        self.idleTimeout = idleTimeout
+        self.maximumFrameBytes = maximumFrameBytes
+    }
+}
+
+/// Where the listening socket comes from.
+public enum Listener: Sendable, Hashable {
+    /// Bind a socket at this path (directory 0700, socket 0600), replacing a stale file, refusing a live one.
+    case bind(path: String)
+    /// Serve a listening socket handed over by systemd (socket activation); `path` is for status only.
+    case activated(fd: Int32, path: String)
+
+    /// The socket's path.
+    public var path: String {
+        switch self {
+        case .bind(let path), .activated(_, let path): path
+        }
+    }
+}

@@ -1,0 +1,35 @@
+import BrokerProtocol
+import Foundation
+import Synchronization
+
+/// Counters for `getStatus`, updated from every connection.
+final class ServerMetrics: Sendable {
+    let startedAt = Date()
+    let openConnections = Atomic<Int>(0)
+    let acceptedConnections = Atomic<Int>(0)
+    let refusedConnections = Atomic<Int>(0)
+    let succeeded = Atomic<Int>(0)
+    let failed = Atomic<Int>(0)
+    let inFlight = Atomic<Int>(0)
+    private let recent = Mutex<[StatusResult.RecentError]>([])
+    private static let recentLimit = 20
+
+    func recordError(method: String, error: ErrorObject, correlationId: String?) {
+        failed.add(1, ordering: .relaxed)
+        let entry = StatusResult.RecentError(
+            at: Int64(Date().timeIntervalSince1970 * 1000),
+            method: method,
+            errorCode: error.errorCode,
+            message: error.message,
+            correlationId: correlationId
+        )
+        recent.withLock { errors in
+            errors.append(entry)
+            if errors.count > Self.recentLimit { errors.removeFirst(errors.count - Self.recentLimit) }
+        }
+    }
+
+    var recentErrors: [StatusResult.RecentError] {
+        recent.withLock { $0 }
+    }
+}

@@ -1,0 +1,195 @@
+public import BrokerCore
+import BrokerProtocol
+import Foundation
+public import Logging
+import NIOCore
+public import NIOPosix
+public import ServiceLifecycle
+import Synchronization
+
+/// The broker's Unix-socket server, run as a service: binds (or adopts) the socket, accepts connections,
+/// and serves each in its own task until graceful shutdown drains them.
+///
+/// Shape of SwiftNIO's `NIOTCPEchoServer`: an async bind, a discarding task group, one child task per
+/// connection, and each connection catches its own errors, so one bad client never takes the server down.
+public final class SocketServer: Service {
+    private let configuration: ServerConfiguration
+    private let broker: TokenBroker
+    private let logger: Logger
+    private let group: MultiThreadedEventLoopGroup
+    private let metrics = ServerMetrics()
+    private let onListening: @Sendable () -> Void
+    private let details: StatusDetails
+
+    /// What `getStatus` reports about the daemon beyond the server's own counters.
+    public struct StatusDetails: Sendable {
+        /// The state directory.
+        public var stateDirectory: String
+
+        /// Creates the details.
+        public init(stateDirectory: String) {
+            self.stateDirectory = stateDirectory
+        }
+    }
+
+    /// Creates a server; `onListening` runs once the socket accepts connections (the moment to tell systemd).
+    public init(
+        configuration: ServerConfiguration,
+        broker: TokenBroker,
+        details: StatusDetails,
+        logger: Logger,
+        group: MultiThreadedEventLoopGroup = .singleton,
+        onListening: @escaping @Sendable () -> Void = {}
+    ) {
+        self.configuration = configuration
+        self.broker = broker
+        self.details = details
+        self.logger = logger
+        self.group = group
+        self.onListening = onListening
+    }
+
+    /// Serves until graceful shutdown, then stops accepting, lets in-flight requests finish, and returns.
+    ///
+    /// Throws when the socket cannot be bound (another broker is live on it, or the path is unusable).
+    public func run() async throws {
+        let dispatcher = Dispatcher(broker: broker, metrics: metrics, logger: logger) { [self] in status() }
+        let connections = ConnectionSettings(configuration: configuration, dispatcher: dispatcher, logger: logger)
+        let listener = try await bind(dispatcher: dispatcher)
+        logger.info("listening", metadata: ["socket": "\(configuration.listener.path)"])
+        onListening()
+        try await withGracefulShutdownHandler {
+            try await listener.executeThenClose { inbound in
+                // A discarding group: finished connections must not pile up as child results.
+                try await withThrowingDiscardingTaskGroup { tasks in
+                    for try await accepted in inbound {
+                        tasks.addTask {
+                            await self.serve(accepted, settings: connections)
+                        }
+                    }
+                }
+            }
+        } onGracefulShutdown: {
+            self.logger.info("shutting down: no new connections, finishing requests in flight")
+            listener.channel.close(promise: nil)
+        }
+        logger.info("stopped")
+    }
+
+    private func serve(_ accepted: AcceptedConnection, settings: ConnectionSettings) async {
+        defer { metrics.openConnections.subtract(1, ordering: .relaxed) }
+        let connection = Connection(accepted: accepted, settings: settings, metrics: metrics)
+        if let refusal = accepted.refusal {
+            await connection.refuse(refusal)
+        } else {
+            await connection.run()
+        }
+    }
+
+    /// Decides, before anything is read, whether a peer is served: same uid as the daemon, and a free slot.
+    private func admit(_ peer: PeerCredentials) -> ErrorObject? {
+        metrics.acceptedConnections.add(1, ordering: .relaxed)
+        let open = metrics.openConnections.add(1, ordering: .relaxed).newValue
+        guard peer.uid == getuid() else {
+            metrics.refusedConnections.add(1, ordering: .relaxed)
+            logger.warning(
+                "connection refused: peer runs as another user",
+                metadata: ["peer_uid": "\(peer.uid)", "peer_pid": "\(peer.pid)"]
+            )
+            return ErrorObject(.permissionDenied, "this broker serves only its own user")
+        }
+        guard open <= configuration.maximumConnections else {
+            metrics.refusedConnections.add(1, ordering: .relaxed)
+            logger.warning("connection refused: too many connections", metadata: ["peer_pid": "\(peer.pid)"])
+            return ErrorObject(.brokerBusy, "too many connections; retry shortly")
+        }
+        return nil
+    }
+
+    private func status() -> StatusResult {
+        let started = metrics.startedAt
+        let activation =
+            switch configuration.listener {
+            case .bind: "bound"
+            case .activated: "systemd"
+            }
+        return StatusResult(
+            version: TokenBroker.version,
+            protocolVersion: WireProtocol.version,
+            pid: getpid(),
+            startedAt: Int64(started.timeIntervalSince1970 * 1000),
+            uptimeSeconds: Int64(Date().timeIntervalSince(started)),
+            socketPath: configuration.listener.path,
+            activation: activation,
+            stateDirectory: details.stateDirectory,
+            cache: broker.cacheCounts,
+            connections: .init(
+                open: metrics.openConnections.load(ordering: .relaxed),
+                accepted: metrics.acceptedConnections.load(ordering: .relaxed),
+                refused: metrics.refusedConnections.load(ordering: .relaxed)
+            ),
+            requests: .init(
+                succeeded: metrics.succeeded.load(ordering: .relaxed),
+                failed: metrics.failed.load(ordering: .relaxed),
+                inFlight: metrics.inFlight.load(ordering: .relaxed)
+            ),
+            recentErrors: metrics.recentErrors
+        )
+    }
+
+    // MARK: Binding
+
+    private func bind(dispatcher: Dispatcher) async throws -> NIOAsyncChannel<AcceptedConnection, Never> {
+        let frameLimit = configuration.maximumFrameBytes
+        let idle = TimeAmount.nanoseconds(
+            configuration.idleTimeout.components.seconds * 1_000_000_000
+                + configuration.idleTimeout.components.attoseconds / 1_000_000_000
+        )
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            // A client may send its request and shut down its write side (socat, nc -N); it still gets the answer.
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+        // Runs on the connection's event loop as it is accepted: peer check first, then the pipeline.
+        let initializer: @Sendable (any Channel) -> EventLoopFuture<AcceptedConnection> = { [self] channel in
+            PeerCredentials.of(channel).flatMapThrowing { peer in
+                let refusal = self.admit(peer)
+                let caller = Caller(
+                    pid: peer.pid,
+                    uid: peer.uid,
+                    gid: peer.gid,
+                    executable: refusal == nil ? peer.executable : nil
+                )
+                if refusal == nil {
+                    try channel.pipeline.syncOperations.addHandlers(
+                        FrameHandler(maximumFrameBytes: frameLimit, idleTimeout: idle),
+                        RequestHandler(dispatcher: dispatcher, caller: caller)
+                    )
+                }
+                let async = try NIOAsyncChannel<ConnectionEvent, ByteBuffer>(wrappingChannelSynchronously: channel)
+                return AcceptedConnection(caller: caller, refusal: refusal, channel: async)
+            }
+        }
+        switch configuration.listener {
+        case .activated(let fd, _):
+            return try await bootstrap.bind(fd, cleanupExistingSocketFile: false, childChannelInitializer: initializer)
+        case .bind(let path):
+            try SocketPath.prepare(path)
+            let previous = umask(0o177)
+            defer { umask(previous) }
+            let channel = try await bootstrap.bind(
+                unixDomainSocketPath: path,
+                cleanupExistingSocketFile: false,
+                childChannelInitializer: initializer
+            )
+            chmod(path, 0o600)
+            return channel
+        }
+    }
+}
+
+/// An accepted connection: its peer, whether it is refused, and its channel.
+struct AcceptedConnection: Sendable {
+    let caller: Caller
+    let refusal: ErrorObject?
+    let channel: NIOAsyncChannel<ConnectionEvent, ByteBuffer>
+}

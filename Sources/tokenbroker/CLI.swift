@@ -1,0 +1,120 @@
+import ArgumentParser
+import BrokerClient
+import BrokerProtocol
+import Foundation
+
+/// `tokenbroker`: drive the user's token broker from a terminal or a script.
+@main
+struct CLI: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tokenbroker",
+        abstract: "Get tokens from, and manage, the user's token broker (tokenbrokerd).",
+        discussion: """
+            The broker keeps one OAuth/OpenID Connect token cache for all of the user's apps.
+            It is reached on $TOKENBROKER_SOCKET, else $XDG_RUNTIME_DIR/tokenbroker/broker.sock.
+
+            EXIT STATUS
+              0   success
+              1   failure not covered below
+              2   sign-in required: run `tokenbroker login` (interaction_required)
+              3   no such account (no_account)
+              64  usage error
+              65  the input is not a valid cache file (invalid_cache)
+              66  the input file cannot be read
+              69  the broker is not running or not reachable
+              70  internal error in the broker or this tool
+              73  the --output file cannot be created (it must not exist yet)
+              74  the --output file cannot be written
+              75  temporary failure (busy, throttled, identity provider unavailable, timeout): retry later
+              77  permission denied
+            """,
+        version: "0.1.0",
+        subcommands: [
+            Status.self, Accounts.self, AccountCommand.self, Token.self, Import.self, Export.self, RemoveAccount.self,
+        ]
+    )
+}
+
+/// Options every subcommand takes.
+struct ConnectionOptions: ParsableArguments {
+    @Option(help: "The broker's socket (default: $TOKENBROKER_SOCKET, else $XDG_RUNTIME_DIR/tokenbroker/broker.sock).")
+    var socket: String?
+
+    func connect() async throws -> Broker {
+        do {
+            return try await Broker.connect(socketPath: socket)
+        } catch {
+            throw Failure(error)
+        }
+    }
+}
+
+/// A failure reported on stderr, with the exit status its code calls for.
+struct Failure: Error, CustomStringConvertible {
+    let message: String
+    let exitCode: ExitCode
+
+    init(_ message: String, exitCode: ExitCode) {
+        self.message = message
+        self.exitCode = exitCode
+    }
+
+    init(_ error: BrokerError, hint: String? = nil) {
+        var message = error.message
+        if let hint { message += "\n" + hint }
+        self.init(message, exitCode: Self.exitCode(for: error.code))
+    }
+
+    var description: String {
+        message
+    }
+
+    static func exitCode(for code: BrokerError.Code) -> ExitCode {
+        switch code {
+        case .interactionRequired, .userCanceled: ExitCode(2)
+        case .noAccount: ExitCode(3)
+        case .invalidRequest: ExitCode(64)
+        case .invalidCache: ExitCode(65)
+        case .brokerUnavailable, .connectionLost: ExitCode(69)
+        case .internal, .unsupportedProtocolVersion: ExitCode(70)
+        case .brokerBusy, .throttled, .serverError, .timeout: ExitCode(75)
+        case .permissionDenied: ExitCode(77)
+        default: ExitCode(1)
+        }
+    }
+}
+
+extension AsyncParsableCommand {
+    /// Runs `body` against the broker, printing failures as `tokenbroker: message` and exiting with their code.
+    func withBroker(_ options: ConnectionOptions, _ body: (Broker) async throws -> Void) async throws {
+        do {
+            let broker = try await options.connect()
+            defer { Task { await broker.close() } }
+            try await body(broker)
+        } catch let failure as Failure {
+            Output.error(failure.message)
+            throw failure.exitCode
+        } catch let error as BrokerError {
+            Output.error(Failure(error).message)
+            throw Failure.exitCode(for: error.code)
+        }
+    }
+}
+
+/// Writing to stdout and stderr.
+enum Output {
+    static func line(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    static func error(_ text: String) {
+        FileHandle.standardError.write(Data(("tokenbroker: " + text + "\n").utf8))
+    }
+
+    /// Pretty JSON for people and `jq`; the wire itself never pretty-prints.
+    static func json(_ value: some Encodable) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        line(String(decoding: try encoder.encode(value), as: UTF8.self))
+    }
+}

@@ -1,0 +1,236 @@
+public import ArgumentParser
+import BrokerClient
+public import BrokerProtocol
+import Foundation
+
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show whether the broker runs, and what it holds.")
+
+    @OptionGroup var connection: ConnectionOptions
+    @Flag(help: "Print the status as JSON.") var json = false
+
+    func run() async throws {
+        try await withBroker(connection) { broker in
+            let status = try await broker.status()
+            if json { return try Output.json(status) }
+            Output.line(
+                "tokenbrokerd \(status.version) (protocol \(status.protocolVersion)), pid \(status.pid), up \(Format.duration(status.uptimeSeconds))"
+            )
+            Output.line(
+                "socket:      \(status.socketPath) (\(status.activation == "systemd" ? "socket-activated by systemd" : "bound by the daemon"))"
+            )
+            Output.line("state:       \(status.stateDirectory)")
+            let cache = status.cache
+            Output.line(
+                "cache:       \(cache.accounts) accounts, \(cache.accessTokens) access tokens, \(cache.refreshTokens) refresh tokens, \(cache.idTokens) id tokens"
+            )
+            Output.line(
+                "connections: \(status.connections.open) open, \(status.connections.accepted) accepted, \(status.connections.refused) refused"
+            )
+            Output.line(
+                "requests:    \(status.requests.succeeded) answered, \(status.requests.failed) failed, \(status.requests.inFlight) in flight"
+            )
+            for error in status.recentErrors.suffix(5) {
+                let when = Date(timeIntervalSince1970: Double(error.at) / 1000)
+                Output.line(
+                    "  \(Format.time(when))  \(error.method.isEmpty ? "-" : error.method)  \(error.errorCode): \(error.message)"
+                )
+            }
+        }
+    }
+}
+
+struct Accounts: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List the accounts the broker holds.")
+
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "Only accounts with tokens for this client id (or its family).") var clientId: String?
+    @Option(help: "Only accounts of this authority.") var authority: String?
+    @Flag(help: "Print the accounts as JSON.") var json = false
+
+    func run() async throws {
+        try await withBroker(connection) { broker in
+            let accounts = try await broker.accounts(clientId: clientId, authority: authority)
+            if json { return try Output.json(accounts) }
+            guard !accounts.isEmpty else { return Output.line("No accounts. Sign in with `tokenbroker login`.") }
+            let rows = accounts.map {
+                [$0.username.isEmpty ? "-" : $0.username, $0.identifier, $0.environment, $0.realm]
+            }
+            Output.line(Format.table(header: ["USERNAME", "IDENTIFIER", "ENVIRONMENT", "REALM"], rows: rows))
+        }
+    }
+}
+
+struct AccountCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "account",
+        abstract: "Show one account, found by identifier or else by username."
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The account's identifier (uid.utid) or username (UPN).") var identifierOrUsername: String
+    @Flag(help: "Print the account as JSON.") var json = false
+
+    func run() async throws {
+        try await withBroker(connection) { broker in
+            let account = try await broker.account(
+                AccountSelector(identifier: identifierOrUsername, username: identifierOrUsername)
+            )
+            if json { return try Output.json(account) }
+            Output.line("username:         \(account.username)")
+            Output.line("identifier:       \(account.identifier)")
+            Output.line("environment:      \(account.environment)")
+            Output.line("realm:            \(account.realm)")
+            Output.line("local account id: \(account.localAccountId)")
+            if let name = account.name { Output.line("name:             \(name)") }
+            if let source = account.accountSource { Output.line("signed in by:     \(source)") }
+        }
+    }
+}
+
+struct Token: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print an access token for an app, from the broker's cache or refreshed; never prompts.",
+        discussion: "Prints the token alone on stdout (for `$(tokenbroker token …)`), or everything with --json."
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "The app's client id.") var clientId: String
+    @Option(
+        name: .customLong("scope"),
+        help: "A scope; repeat the option or give a space-separated list."
+    ) var scopes: [String] = []
+    @Option(help: "An ADAL v1 resource, asked for as <resource>/.default.") var resource: String?
+    @Option(help: "The account: identifier or username (default: the only account).") var account: String?
+    @Option(help: "The authority (default: https://login.microsoftonline.com/common).") var authority: String?
+    @Option(help: "The token must stay valid at least this many seconds.") var minValidity: Int?
+    @Flag(help: "Refresh even if a cached token fits.") var forceRefresh = false
+    @Flag(help: "Print the whole result as JSON.") var json = false
+
+    func validate() throws {
+        guard !scopes.isEmpty || resource != nil else { throw ValidationError("give --scope or --resource") }
+        if let minValidity, minValidity < 0 { throw ValidationError("--min-validity must not be negative") }
+    }
+
+    func run() async throws {
+        try await withBroker(connection) { broker in
+            let request = TokenRequest(
+                clientId: clientId,
+                scopes: scopes.flatMap { $0.split(separator: " ").map(String.init) },
+                resource: resource,
+                authority: authority,
+                account: account.map { AccountSelector(identifier: $0, username: $0) },
+                minimumValidity: minValidity.map { .seconds($0) },
+                forceRefresh: forceRefresh
+            )
+            let result: TokenResult
+            do {
+                result = try await broker.acquireTokenSilent(request)
+            } catch let error as BrokerError {
+                // (A `catch … where` on a typed throw crashes the 6.3.1 compiler.)
+                guard error.code == .interactionRequired || error.code == .noAccount else { throw error }
+                throw Failure(error, hint: "sign in with: " + Format.loginCommand(for: self))
+            }
+            if json { return try Output.json(result) }
+            Output.line(result.accessToken.reveal())
+        }
+    }
+}
+
+struct Import: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Import an MSAL or ADAL token cache file into the broker.",
+        discussion: "Adds and updates entries; never deletes, never replaces a newer token with an older one."
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The cache file, or - for stdin.") var file: String
+    @Option(help: "The file's format: msal or adal.") var format: CacheFormat = .msal
+    @Flag(help: "Print the report as JSON.") var json = false
+
+    func run() async throws {
+        let data: Data
+        do {
+            data =
+                file == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(filePath: file))
+        } catch {
+            Output.error("cannot read \(file): \((error as NSError).localizedDescription)")
+            throw ExitCode(66)
+        }
+        guard data.count <= WireProtocol.maximumFrameBytes - 4096 else {
+            Output.error(
+                "\(file) is \(data.count) bytes; a cache the broker imports is at most \(WireProtocol.maximumFrameBytes - 4096) bytes"
+            )
+            throw ExitCode(65)
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            Output.error("\(file) is not UTF-8 text")
+            throw ExitCode(65)
+        }
+        try await withBroker(connection) { broker in
+            let report = try await broker.importCache(Secret(text), format: format)
+            if json { return try Output.json(report) }
+            let counts = report.imported
+            Output.line(
+                "imported \(counts.accounts) accounts, \(counts.accessTokens) access tokens, \(counts.refreshTokens) refresh tokens, \(counts.idTokens) id tokens, \(counts.appMetadata) app metadata"
+            )
+            if !report.skipped.isEmpty {
+                Output.line("skipped \(report.skipped.count):")
+                for entry in report.skipped { Output.line("  \(entry.entry): \(entry.reason)") }
+            }
+        }
+    }
+}
+
+struct Export: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Export the broker's cache as MSAL or ADAL JSON (it contains tokens: keep it private).",
+        discussion: "Writes to stdout, or to --output with mode 0600."
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "The format: msal or adal.") var format: CacheFormat = .msal
+    @Option(help: "Only what this client id (and its family) can use.") var clientId: String?
+    @Option(help: "Write to this file (created 0600) instead of stdout.") var output: String?
+
+    func run() async throws {
+        try await withBroker(connection) { broker in
+            let export = try await broker.exportCache(format: format, clientId: clientId)
+            let bytes = Data(export.data.reveal().utf8)
+            guard let output else {
+                FileHandle.standardOutput.write(bytes + Data("\n".utf8))
+                return
+            }
+            try Files.writePrivately(bytes, to: output)
+        }
+    }
+}
+
+struct RemoveAccount: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "remove-account",
+        abstract: "Sign an account out of the broker (all its tokens), or out of one client id."
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+    @Argument(help: "The account's identifier or username.") var identifierOrUsername: String
+    @Option(help: "Remove only this client id's tokens; the account stays for other apps.") var clientId: String?
+    @Flag(help: "Print the result as JSON.") var json = false
+
+    func run() async throws {
+        try await withBroker(connection) { broker in
+            let result = try await broker.removeAccount(
+                AccountSelector(identifier: identifierOrUsername, username: identifierOrUsername),
+                clientId: clientId
+            )
+            if json { return try Output.json(result) }
+            Output.line(
+                result.accountRemoved
+                    ? "removed the account and \(result.removedCredentials) tokens"
+                    : "removed \(result.removedCredentials) tokens of \(clientId ?? "the client")"
+            )
+        }
+    }
+}
+
+extension CacheFormat: ExpressibleByArgument {}

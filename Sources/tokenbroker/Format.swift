@@ -1,0 +1,59 @@
+import ArgumentParser
+import Foundation
+
+/// Text formatting for people.
+enum Format {
+    static func table(header: [String], rows: [[String]]) -> String {
+        let all = [header] + rows
+        let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
+        return all.map { row in
+            row.enumerated().map { index, cell in
+                index == row.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+            }.joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+
+    static func duration(_ seconds: Int64) -> String {
+        if seconds < 60 { return "\(seconds)s" }
+        if seconds < 3600 { return "\(seconds / 60)m \(seconds % 60)s" }
+        if seconds < 86400 { return "\(seconds / 3600)h \(seconds % 3600 / 60)m" }
+        return "\(seconds / 86400)d \(seconds % 86400 / 3600)h"
+    }
+
+    static func time(_ date: Date) -> String {
+        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false))
+    }
+
+    /// The `tokenbroker login` command that would satisfy a `token` request.
+    static func loginCommand(for token: Token) -> String {
+        var parts = ["tokenbroker", "login", "--client-id", token.clientId]
+        if let authority = token.authority { parts += ["--authority", authority] }
+        for scope in token.scopes { parts += ["--scope", shellQuoted(scope)] }
+        if let resource = token.resource { parts += ["--resource", shellQuoted(resource)] }
+        return parts.joined(separator: " ")
+    }
+
+    static func shellQuoted(_ text: String) -> String {
+        let safe = text.unicodeScalars.allSatisfy {
+            CharacterSet.alphanumerics.contains($0) || "-_./:=@".unicodeScalars.contains($0)
+        }
+        return safe ? text : "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+    }
+}
+
+enum Files {
+    /// Writes `data` to a new file at `path` with mode 0600, refusing to follow a symlink or overwrite.
+    static func writePrivately(_ data: Data, to path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else {
+            Output.error("cannot create \(path): \(String(cString: strerror(errno)))")
+            throw ExitCode(73)
+        }
+        defer { close(fd) }
+        let written = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == data.count else {
+            Output.error("cannot write \(path): \(String(cString: strerror(errno)))")
+            throw ExitCode(74)
+        }
+    }
+}

@@ -1,0 +1,160 @@
+import ArgumentParser
+import BrokerCache
+import BrokerCore
+import BrokerProtocol
+import BrokerServer
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+import UnixSignals
+
+/// `tokenbrokerd`: the per-user token broker daemon.
+@main
+struct Daemon: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tokenbrokerd",
+        abstract: "The per-user token broker: one shared OAuth/OpenID Connect token cache for every app of the user.",
+        discussion: """
+            Serves the broker protocol (Protocol/ in the source tree) on a Unix socket:
+            $TOKENBROKER_SOCKET, else $XDG_RUNTIME_DIR/tokenbroker/broker.sock.
+            Keeps its sealed cache in the state directory: $STATE_DIRECTORY under systemd,
+            else $XDG_STATE_HOME/tokenbroker (~/.local/state/tokenbroker).
+
+            Stops on SIGTERM or SIGINT after answering the requests in flight.
+            Exit status: 0 after a clean stop, 1 when it cannot start (the message says why).
+            """,
+        version: TokenBroker.version
+    )
+
+    @Option(help: "The socket to serve (default: $TOKENBROKER_SOCKET, else $XDG_RUNTIME_DIR/tokenbroker/broker.sock).")
+    var socket: String?
+
+    @Option(help: "The state directory holding the cache database and its key.")
+    var stateDirectory: String?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String = ProcessInfo.processInfo.environment["TOKENBROKER_LOG_LEVEL"] ?? "info"
+
+    @Option(help: "Close a connection idle for this many seconds.")
+    var connectionIdleTimeout: Int = 120
+
+    @Option(help: "The most connections served at once.")
+    var maxConnections: Int = 256
+
+    @Option(
+        help: "Coalesce repeated identical token issuances in audit lines over this many seconds (0: a line per token)."
+    )
+    var auditWindow: Int = 60
+
+    @Option(
+        name: .customLong("entra-host"),
+        help: "Treat this host (or host:port) as Entra ID besides Microsoft's clouds; repeatable."
+    )
+    var entraHosts: [String] = []
+
+    /// Runs Swift concurrency on NIO's event-loop threads: a request then moves from the socket to the broker
+    /// and back without switching threads (two event loops instead of four threads on a two-core machine).
+    static func main() async {
+        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        await main(nil)
+    }
+
+    func validate() throws {
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+        }
+        guard connectionIdleTimeout > 0 else { throw ValidationError("--connection-idle-timeout must be positive") }
+        guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
+        guard auditWindow >= 0 else { throw ValidationError("--audit-window must not be negative") }
+    }
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "tokenbroker")
+        do {
+            try await serve(logger: logger)
+        } catch {
+            logger.critical("cannot start: \(error)")
+            throw ExitCode.failure
+        }
+    }
+
+    private func serve(logger: Logger) async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let location = CacheLocation(stateDirectory: try Self.stateDirectory(stateDirectory, environment: environment))
+        try Directories.ensurePrivateDirectory(location.stateDirectory)
+        let lock = try StateLock(location.lockURL)
+        let cache = try await TokenCache(store: try location.openStore())
+        for (id, reason) in cache.damaged {
+            logger.error(
+                "a cache entry could not be opened and is left in place",
+                metadata: ["entry": "\(id)", "reason": "\(reason)"]
+            )
+        }
+        let audit = AuditLog(logger: Logger(label: "tokenbroker.audit"), window: .seconds(auditWindow))
+        let broker = TokenBroker(
+            cache: cache,
+            configuration: BrokerConfiguration(entraHosts: Set(entraHosts.map { $0.lowercased() })),
+            logger: logger,
+            audit: audit
+        )
+        guard let socketPath = socket ?? SocketLocation.resolve(environment: environment) else {
+            throw StartupError(
+                "no socket path: set XDG_RUNTIME_DIR (as a login session does) or TOKENBROKER_SOCKET, or pass --socket"
+            )
+        }
+        let server = SocketServer(
+            configuration: ServerConfiguration(
+                listener: .bind(path: socketPath),
+                maximumConnections: maxConnections,
+                idleTimeout: .seconds(connectionIdleTimeout)
+            ),
+            broker: broker,
+            details: .init(stateDirectory: location.stateDirectory.path),
+            logger: logger
+        )
+        var configuration = ServiceGroupConfiguration(
+            services: [
+                .init(service: AuditFlushService(audit: audit, interval: .seconds(auditWindow))),
+                .init(service: server),
+            ],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        )
+        configuration.maximumGracefulShutdownDuration = .seconds(10)
+        try await ServiceGroup(configuration: configuration).run()
+        withExtendedLifetime(lock) {}
+    }
+
+    /// `--state-directory`, else `$STATE_DIRECTORY` (systemd), else `$XDG_STATE_HOME/tokenbroker`, else
+    /// `~/.local/state/tokenbroker`.
+    static func stateDirectory(_ option: String?, environment: [String: String]) throws -> URL {
+        if let option { return URL(filePath: option) }
+        if let systemd = environment["STATE_DIRECTORY"]?.split(separator: ":").first {
+            return URL(filePath: String(systemd))
+        }
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
+            return URL(filePath: state).appending(path: "tokenbroker")
+        }
+        guard let home = environment["HOME"], home.hasPrefix("/") else {
+            throw StartupError("no state directory: set HOME or XDG_STATE_HOME, or pass --state-directory")
+        }
+        return URL(filePath: home).appending(path: ".local/state/tokenbroker")
+    }
+}
+
+/// Why the daemon cannot start, for the log line before it exits.
+struct StartupError: Error, CustomStringConvertible {
+    let description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}
