@@ -98,7 +98,7 @@ let package = Package(
         // Test-only helpers: temporary directories, starting the built daemon, cache fixtures.
         .target(
             name: "BrokerTestSupport",
-            dependencies: ["BrokerProtocol", "BrokerClient", "BrokerCache"],
+            dependencies: ["BrokerProtocol", "BrokerClient", "BrokerCache", logging],
             path: "Tests/BrokerTestSupport",
             swiftSettings: swiftSettings
         ),

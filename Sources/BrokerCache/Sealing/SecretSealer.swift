@@ -34,6 +34,18 @@ public struct SecretSealer: Sendable {
         }
     }
 
+    /// The row id an entry is stored under: an HMAC of its section and key, so the database reveals neither
+    /// account ids nor client ids (MSAL keys are built from both).
+    public func rowID(section: String, key: String) -> String {
+        let input = Data("tokenbroker.row.v1\u{0}\(section)\u{0}\(key)".utf8)
+        return Data(HMAC<SHA256>.authenticationCode(for: input, using: rowKey)).base64EncodedString()
+    }
+
+    /// A subkey for row ids, derived so that no value is computed twice under the sealing key.
+    private var rowKey: SymmetricKey {
+        HKDF<SHA256>.deriveKey(inputKeyMaterial: key, info: Data("tokenbroker row ids v1".utf8), outputByteCount: 32)
+    }
+
     /// A value that identifies the key without revealing it: HMAC-SHA256 of a fixed label.
     public var keyCheck: String {
         let mac = HMAC<SHA256>.authenticationCode(for: Data("tokenbroker key check v1".utf8), using: key)

@@ -4,12 +4,13 @@ import GRDB
 
 /// The cache on disk: SQLite (GRDB) in WAL mode with `synchronous=FULL`, every entry sealed.
 ///
-/// One table of `(section, key) → sealed body`; the body is the entry's MSAL JSON, sealed with AES-GCM and
-/// bound to its id. The file alone reveals no token and no username.
+/// One table of `(section, row id) → sealed body`. The row id is an HMAC of the entry's MSAL key (which holds
+/// account and client ids); the body is the key and the entry's MSAL JSON, sealed with AES-GCM and bound to its
+/// row. The file alone reveals no token, no username and no account id: only how many entries of each section.
 public final class SQLiteTokenStore: TokenStore {
     private let pool: DatabasePool
     private let sealer: SecretSealer
-    private let encoder: JSONEncoder
+    private let encoder = WireEncoder()
 
     /// Opens (creating and migrating as needed) the database at `url`, checking it belongs with `sealer`'s key.
     public init(url: URL, sealer: SecretSealer) throws {
@@ -26,9 +27,6 @@ public final class SQLiteTokenStore: TokenStore {
             throw CacheError(.io, "cannot open the cache database \(url.path)", underlying: error)
         }
         self.sealer = sealer
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        self.encoder = encoder
         try checkKey()
     }
 
@@ -41,10 +39,10 @@ public final class SQLiteTokenStore: TokenStore {
                     CREATE TABLE meta (name TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;
                     CREATE TABLE entry (
                         section TEXT NOT NULL,
-                        key TEXT NOT NULL,
+                        row_id TEXT NOT NULL,
                         body BLOB NOT NULL,
                         updated_at INTEGER NOT NULL,
-                        PRIMARY KEY (section, key)
+                        PRIMARY KEY (section, row_id)
                     ) WITHOUT ROWID;
                     """
             )
@@ -92,21 +90,23 @@ public final class SQLiteTokenStore: TokenStore {
     /// Reads and opens every entry.
     public func loadAll() async throws -> StoredEntries {
         let rows = try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT section, key, body FROM entry").map { row in
-                (section: row["section"] as String, key: row["key"] as String, body: row["body"] as Data)
+            try Row.fetchAll(db, sql: "SELECT section, row_id, body FROM entry").map { row in
+                (section: row["section"] as String, rowID: row["row_id"] as String, body: row["body"] as Data)
             }
         }
         var result = StoredEntries(entries: [])
         result.entries.reserveCapacity(rows.count)
-        let decoder = JSONDecoder()
         for row in rows {
-            let id = EntryID(section: Section(name: row.section), key: row.key)
+            let section = Section(name: row.section)
             do {
-                let plaintext = try sealer.open(row.body, context: Self.context(id))
-                let value = try decoder.decode(JSONValue.self, from: plaintext)
-                result.entries.append(try CacheEntry(section: id.section, key: id.key, value: value))
+                let plaintext = try sealer.open(row.body, context: Self.context(section: row.section, rowID: row.rowID))
+                let stored = try WireDecoder().decode(StoredBody.self, from: plaintext)
+                guard sealer.rowID(section: row.section, key: stored.key) == row.rowID else {
+                    throw CacheError(.corrupt, "an entry's key does not match its row")
+                }
+                result.entries.append(try CacheEntry(section: section, key: stored.key, value: stored.value))
             } catch {
-                result.damaged.append((id, String(describing: error)))
+                result.damaged.append((EntryID(section: section, key: "row \(row.rowID)"), String(describing: error)))
             }
         }
         return result
@@ -122,23 +122,29 @@ public final class SQLiteTokenStore: TokenStore {
         let now = Int64(Date().timeIntervalSince1970)
         let sealed = try changes.upserts.map { entry in
             let id = entry.id
-            return (id: id, body: try sealer.seal(try encoder.encode(entry.value), context: Self.context(id)))
+            let rowID = sealer.rowID(section: id.section.name, key: id.key)
+            let plaintext = Data(try encoder.encode(StoredBody(key: id.key, value: entry.value)))
+            let body = try sealer.seal(plaintext, context: Self.context(section: id.section.name, rowID: rowID))
+            return (section: id.section.name, rowID: rowID, body: body)
+        }
+        let deletions = changes.deletions.map { id in
+            (section: id.section.name, rowID: sealer.rowID(section: id.section.name, key: id.key))
         }
         try await pool.writeWithoutTransaction { db in
             try db.inTransaction(.immediate) {
-                for id in changes.deletions {
+                for row in deletions {
                     try db.execute(
-                        sql: "DELETE FROM entry WHERE section = ? AND key = ?",
-                        arguments: [id.section.name, id.key]
+                        sql: "DELETE FROM entry WHERE section = ? AND row_id = ?",
+                        arguments: [row.section, row.rowID]
                     )
                 }
                 for row in sealed {
                     try db.execute(
                         sql: """
-                            INSERT INTO entry (section, key, body, updated_at) VALUES (?, ?, ?, ?)
-                            ON CONFLICT (section, key) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at
+                            INSERT INTO entry (section, row_id, body, updated_at) VALUES (?, ?, ?, ?)
+                            ON CONFLICT (section, row_id) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at
                             """,
-                        arguments: [row.id.section.name, row.id.key, row.body, now]
+                        arguments: [row.section, row.rowID, row.body, now]
                     )
                 }
                 return .commit
@@ -147,8 +153,14 @@ public final class SQLiteTokenStore: TokenStore {
         }
     }
 
-    /// The authenticated data a body is sealed with: its id.
-    static func context(_ id: EntryID) -> String {
-        "tokenbroker.entry.v1\u{0}\(id.section.name)\u{0}\(id.key)"
+    /// The authenticated data a body is sealed with: its row.
+    static func context(section: String, rowID: String) -> String {
+        "tokenbroker.entry.v1\u{0}\(section)\u{0}\(rowID)"
     }
+}
+
+/// What a row's sealed body holds: the entry's MSAL key and its MSAL JSON.
+private struct StoredBody: Codable {
+    let key: String
+    let value: JSONValue
 }

@@ -1,0 +1,56 @@
+import BrokerCache
+import BrokerProtocol
+import BrokerTestSupport
+import Foundation
+import Testing
+
+struct ModelTests {
+    /// Every section's entry reads and writes back to the same fields, unknown ones included.
+    @Test func entriesRoundTripWithUnknownFields() throws {
+        let document = CacheFixtures.msalCache(
+            people: [CacheFixtures.ada],
+            familyId: "1",
+            extraAccessTokenFields: ["requested_claims": .string("{}"), "future_field": .object(["x": .integer(1)])]
+        )
+        let (entries, skipped) = try MSALCacheDocument.read(Data(CacheFixtures.text(document).utf8))
+        #expect(skipped.isEmpty)
+        #expect(entries.count == 5)
+        let written = try MSALCacheDocument.write(entries)
+        #expect(try JSONValue.parse(Array(written)) == document)
+    }
+
+    /// Keys are rebuilt from fields the way MSAL Python builds them (never parsed).
+    @Test func keysAreMSALPythonKeys() throws {
+        let (entries, _) = try MSALCacheDocument.read(Data(CacheFixtures.text(CacheFixtures.msalCache()).utf8))
+        let keys = Set(entries.map(\.id.key))
+        let home = CacheFixtures.ada.homeAccountId
+        #expect(keys.contains("\(home)-login.microsoftonline.com-refreshtoken-\(CacheFixtures.clientId)--"))
+        #expect(keys.contains("appmetadata-login.microsoftonline.com-\(CacheFixtures.clientId)"))
+        #expect(keys.contains("\(home)-login.microsoftonline.com-\(CacheFixtures.tenant)"))
+    }
+
+    /// One bad entry is skipped with its reason; the rest of the document is taken.
+    @Test func readsAroundBadEntries() throws {
+        let text = """
+            {"AccessToken": {"a": {"secret": "x", "home_account_id": "h", "environment": "e", "client_id": "c"},
+                             "b": "not an object",
+                             "c": {"secret": "x", "home_account_id": "h", "environment": "e", "client_id": "c", "expires_on": "soon"}},
+             "Account": {"ok": {"home_account_id": "h", "environment": "e", "realm": "r", "username": "u"}},
+             "AppMetadata": [],
+             "SomethingNew": {"k": {"v": 1}}}
+            """
+        let (entries, skipped) = try MSALCacheDocument.read(Data(text.utf8))
+        #expect(entries.count == 2)
+        #expect(Set(skipped.map(\.entry)) == ["AccessToken/a", "AccessToken/b", "AccessToken/c", "AppMetadata"])
+        #expect(skipped.first { $0.entry == "AccessToken/a" }?.reason == "expires_on is missing")
+        #expect(skipped.first { $0.entry == "AccessToken/c" }?.reason == "expires_on is not a time in epoch seconds")
+        let written = try JSONValue.parse(Array(try MSALCacheDocument.write(entries)))
+        #expect(written.objectValue?["SomethingNew"] == .object(["k": .object(["v": .integer(1)])]))
+    }
+
+    /// Documents that are not JSON, or not objects of sections, are refused as a whole.
+    @Test(arguments: ["", "[]", "{\"AccessToken\": {}, \"AccessToken\": {}}", "{\"a\": 1", "\"text\""])
+    func refusesDocumentsThatAreNotCaches(text: String) {
+        #expect(throws: CacheError.self) { try MSALCacheDocument.read(Data(text.utf8)) }
+    }
+}

@@ -1,0 +1,155 @@
+import BrokerCache
+import BrokerProtocol
+import BrokerTestSupport
+import Foundation
+import GRDB
+import Testing
+
+struct SQLiteTokenStoreTests {
+    private func entries(label: String = "1") throws -> [CacheEntry] {
+        let document = CacheFixtures.msalCache(people: [CacheFixtures.ada, CacheFixtures.alan], label: label)
+        return try MSALCacheDocument.read(Data(CacheFixtures.text(document).utf8)).entries
+    }
+
+    /// What is committed is there after reopening, in WAL mode, with the migrations recorded.
+    @Test func commitsSurviveReopening() async throws {
+        let directory = try TemporaryDirectory()
+        let location = CacheLocation(stateDirectory: directory.url)
+        let written = try entries()
+        do {
+            let cache = try await TokenCache(store: try location.openStore())
+            try await cache.commit(CacheChanges(upserts: written))
+        }
+        let reopened = try await TokenCache(store: try location.openStore())
+        #expect(reopened.read { Set($0.allEntries) } == Set(written))
+        #expect(reopened.damaged.isEmpty)
+        let queue = try DatabaseQueue(path: location.databaseURL.path)
+        let (mode, migrations) = try await queue.read { db in
+            (
+                try String.fetchOne(db, sql: "PRAGMA journal_mode"),
+                try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
+            )
+        }
+        #expect(mode == "wal")
+        #expect(migrations == ["v1: sealed entries"])
+    }
+
+    /// The database, its WAL and its shared-memory file hold no token, no username, no account id.
+    @Test func databaseFilesRevealNoSecretsOrNames() async throws {
+        let directory = try TemporaryDirectory()
+        let location = CacheLocation(stateDirectory: directory.url)
+        let cache = try await TokenCache(store: try location.openStore())
+        let written = try entries(label: "grep-me")
+        try await cache.commit(CacheChanges(upserts: written))
+        var needles = [
+            "AT-SECRET-grep-me", "RT-SECRET-grep-me", "ada@contoso.com", CacheFixtures.ada.oid, "Ada Lovelace",
+        ]
+        for case .accessToken(let token) in written { needles.append(token.secret.reveal()) }
+        let files = try FileManager.default.contentsOfDirectory(
+            atPath: location.databaseURL.deletingLastPathComponent().path
+        )
+        #expect(files.contains("cache.sqlite3-wal"))
+        for file in files {
+            let bytes = try Data(contentsOf: location.databaseURL.deletingLastPathComponent().appending(path: file))
+            for needle in needles {
+                #expect(bytes.range(of: Data(needle.utf8)) == nil, "\(file) contains \(needle.prefix(12))…")
+            }
+        }
+    }
+
+    /// The key is 32 bytes in a 0600 file outside the database's directory; the directories are 0700.
+    @Test func keyAndDirectoriesArePrivate() async throws {
+        let directory = try TemporaryDirectory()
+        let location = CacheLocation(stateDirectory: directory.url.appending(path: "state"))
+        _ = try location.openStore()
+        func mode(_ url: URL) throws -> Int {
+            (try FileManager.default.attributesOfItem(atPath: url.path)[.posixPermissions] as? Int) ?? -1
+        }
+        #expect(try mode(location.keyURL) == 0o600)
+        #expect(try mode(location.stateDirectory) == 0o700)
+        #expect(try mode(location.databaseURL.deletingLastPathComponent()) == 0o700)
+        #expect(try Data(contentsOf: location.keyURL).count == 32)
+        #expect(location.keyURL.deletingLastPathComponent() != location.databaseURL.deletingLastPathComponent())
+    }
+
+    /// A database is never opened with a new key: a missing or different key is refused, the data kept.
+    @Test func refusesAMissingOrDifferentKey() async throws {
+        let directory = try TemporaryDirectory()
+        let location = CacheLocation(stateDirectory: directory.url)
+        let cache = try await TokenCache(store: try location.openStore())
+        try await cache.commit(CacheChanges(upserts: try entries()))
+        let original = try Data(contentsOf: location.keyURL)
+
+        try FileManager.default.removeItem(at: location.keyURL)
+        #expect {
+            try location.openStore()
+        } throws: { error in
+            (error as? CacheError)?.kind == .keyMismatch
+        }
+        #expect(!FileManager.default.fileExists(atPath: location.keyURL.path))
+
+        try Data(repeating: 7, count: 32).write(to: location.keyURL)
+        chmod(location.keyURL.path, 0o600)
+        #expect {
+            try location.openStore()
+        } throws: { error in
+            (error as? CacheError)?.kind == .keyMismatch
+        }
+
+        try original.write(to: location.keyURL)
+        let restored = try await TokenCache(store: try location.openStore())
+        #expect(restored.read { $0.count.accounts } == 2)
+    }
+
+    /// A key file others could read is refused, as ssh refuses such a private key.
+    @Test func refusesAKeyOthersCanRead() throws {
+        let directory = try TemporaryDirectory()
+        let location = CacheLocation(stateDirectory: directory.url)
+        _ = try location.openStore()
+        chmod(location.keyURL.path, 0o644)
+        #expect {
+            try location.openStore()
+        } throws: { error in
+            (error as? CacheError)?.kind == .insecure
+        }
+    }
+
+    /// A sealed body moved to another row fails authentication: the entries are reported damaged and left
+    /// on disk, never served and never deleted.
+    @Test func detectsBodiesMovedBetweenRows() async throws {
+        let directory = try TemporaryDirectory()
+        let location = CacheLocation(stateDirectory: directory.url)
+        let cache = try await TokenCache(store: try location.openStore())
+        try await cache.commit(CacheChanges(upserts: try entries()))
+        let queue = try DatabaseQueue(path: location.databaseURL.path)
+        let moved = try await queue.write { db -> Bool in
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT row_id, body FROM entry WHERE section = 'AccessToken' ORDER BY row_id"
+            )
+            guard rows.count == 2 else { return false }
+            try db.execute(
+                sql: "UPDATE entry SET body = ? WHERE row_id = ?",
+                arguments: [rows[1]["body"] as Data, rows[0]["row_id"] as String]
+            )
+            return true
+        }
+        #expect(moved)
+        let reopened = try await TokenCache(store: try location.openStore())
+        #expect(reopened.damaged.count == 1)
+        #expect(reopened.read { $0.count.accessTokens } == 1)
+        let remaining = try await queue.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM entry WHERE section = 'AccessToken'")
+        }
+        #expect(remaining == 2)
+    }
+
+    /// Only one process holds the state directory at a time.
+    @Test func stateLockIsExclusive() throws {
+        let directory = try TemporaryDirectory()
+        let url = directory.url.appending(path: "lock")
+        let first = try StateLock(url)
+        #expect(throws: CacheError.self) { try StateLock(url) }
+        withExtendedLifetime(first) {}
+    }
+}

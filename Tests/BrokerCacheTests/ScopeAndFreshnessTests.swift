@@ -1,0 +1,69 @@
+import BrokerCache
+import BrokerProtocol
+import Testing
+
+struct ScopeSetTests {
+    /// Matching is a case-insensitive subset test that ignores the OpenID Connect scopes.
+    @Test(arguments: [
+        ("User.Read", "user.read Mail.Read openid", true),
+        ("user.read mail.read", "User.Read Mail.Read", true),
+        ("User.Read Files.Read", "User.Read Mail.Read", false),
+        ("openid profile offline_access User.Read", "User.Read", true),
+        (
+            "https://graph.microsoft.com/.default",
+            "https://graph.microsoft.com/User.Read https://graph.microsoft.com/Mail.Read", true
+        ),
+        (
+            "https://graph.microsoft.com/.default",
+            "https://graph.microsoft.com/User.Read https://vault.azure.net/user_impersonation", false
+        ),
+        ("https://management.core.windows.net//.default", "https://management.core.windows.net//.default", true),
+        ("https://graph.microsoft.com/.default", "", false),
+    ])
+    func matchesLikeMSAL(requested: String, stored: String, matches: Bool) {
+        #expect(ScopeSet(target: requested).isSatisfied(by: ScopeSet(target: stored)) == matches)
+    }
+
+    /// The stored target is sorted and space-joined, as MSAL writes it; duplicates differing in case collapse.
+    @Test func targetIsSortedAndDeduplicated() {
+        let scopes = ScopeSet(["User.Read", "openid", "user.read", "Mail.Read"])
+        #expect(scopes.target == "Mail.Read User.Read openid")
+        #expect(scopes.normalized == ["user.read", "mail.read"])
+    }
+}
+
+struct FreshnessTests {
+    private func token(
+        expiresIn: Int64,
+        refreshIn: Int64? = nil,
+        cachedAgo: Int64 = 0,
+        now: Int64 = 1_000_000
+    ) -> AccessToken {
+        AccessToken(
+            homeAccountId: "h",
+            environment: "e",
+            clientId: "c",
+            realm: "r",
+            target: "s",
+            secret: .init("x"),
+            cachedAt: now - cachedAgo,
+            expiresOn: now + expiresIn,
+            refreshOn: refreshIn.map { now + $0 }
+        )
+    }
+
+    /// Five minutes is the floor; a caller's larger minimum validity raises it; refresh_on makes a valid
+    /// token due for refresh; a token cached in the future counts as expired.
+    @Test func followsTheBufferMinimumValidityAndRefreshOn() {
+        let now: Int64 = 1_000_000
+        #expect(Freshness.of(token(expiresIn: 3600), now: now) == .fresh)
+        #expect(Freshness.of(token(expiresIn: 301), now: now) == .fresh)
+        #expect(Freshness.of(token(expiresIn: 300), now: now) == .expired)
+        #expect(Freshness.of(token(expiresIn: -10), now: now) == .expired)
+        #expect(Freshness.of(token(expiresIn: 1800), now: now, minimumValidity: .seconds(3600)) == .expired)
+        #expect(Freshness.of(token(expiresIn: 7200), now: now, minimumValidity: .seconds(3600)) == .fresh)
+        #expect(Freshness.of(token(expiresIn: 3600, refreshIn: -1), now: now) == .refreshDue)
+        #expect(Freshness.of(token(expiresIn: 3600, refreshIn: 600), now: now) == .fresh)
+        #expect(Freshness.of(token(expiresIn: 3600, cachedAgo: -3600), now: now) == .expired)
+    }
+}

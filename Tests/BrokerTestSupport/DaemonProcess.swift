@@ -1,0 +1,194 @@
+public import Foundation
+
+/// The built `tokenbrokerd`, run as a subprocess on a private socket and state directory.
+public final class DaemonProcess: @unchecked Sendable {
+    // SAFETY: `process` is only started and signalled from the owning test.
+    /// The socket it serves.
+    public let socketPath: String
+    /// Its state directory.
+    public let stateDirectory: String
+    /// Where its stderr goes.
+    public let logURL: URL
+    private let process: Process
+
+    private init(process: Process, socketPath: String, stateDirectory: String, logURL: URL) {
+        self.process = process
+        self.socketPath = socketPath
+        self.stateDirectory = stateDirectory
+        self.logURL = logURL
+    }
+
+    /// Starts the daemon in `directory` (socket `<dir>/run/broker.sock`, state `<dir>/state`) and waits until
+    /// it answers on the socket.
+    public static func start(
+        in directory: TemporaryDirectory,
+        arguments: [String] = [],
+        environment: [String: String] = [:],
+        logName: String = "daemon.log"
+    ) async throws -> DaemonProcess {
+        let socketPath = directory.path("run/broker.sock")
+        let stateDirectory = directory.path("state")
+        let logURL = directory.url.appending(path: logName)
+        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        let process = Process()
+        process.executableURL = try Binaries.url("tokenbrokerd")
+        process.arguments = ["--socket", socketPath, "--state-directory", stateDirectory] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let log = try FileHandle(forWritingTo: logURL)
+        log.seekToEndOfFile()
+        process.standardError = log
+        process.standardOutput = log
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let daemon = DaemonProcess(
+            process: process,
+            socketPath: socketPath,
+            stateDirectory: stateDirectory,
+            logURL: logURL
+        )
+        try await daemon.waitUntilListening()
+        return daemon
+    }
+
+    /// The daemon's process id.
+    public var pid: Int32 {
+        process.processIdentifier
+    }
+
+    /// Whether it still runs.
+    public var isRunning: Bool {
+        process.isRunning
+    }
+
+    /// Everything it logged so far.
+    public var log: String {
+        (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
+    }
+
+    /// Environment that points the CLI and the client library at this daemon.
+    public var clientEnvironment: [String: String] {
+        ["TOKENBROKER_SOCKET": socketPath]
+    }
+
+    private func waitUntilListening(timeout: Duration = .seconds(20)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if UnixSocket.canConnect(socketPath) { return }
+            guard process.isRunning else {
+                throw TestSetupError("tokenbrokerd exited with \(process.terminationStatus) before listening:\n\(log)")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TestSetupError("tokenbrokerd did not listen on \(socketPath) in time:\n\(log)")
+    }
+
+    /// Sends `signal` and waits for the exit status (128 + signal when it was killed by one).
+    @discardableResult
+    public func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(30)) async throws -> Int32 {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+        return try await process.waitForExit(timeout: timeout)
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}
+
+/// Small blocking Unix-socket client for tests that speak raw bytes.
+public enum UnixSocket {
+    /// Whether a connection to `path` succeeds.
+    public static func canConnect(_ path: String) -> Bool {
+        guard let fd = try? connect(path) else { return false }
+        close(fd)
+        return true
+    }
+
+    /// A connected stream socket to `path`, with a receive timeout.
+    public static func connect(_ path: String, receiveTimeout: Duration = .seconds(10)) throws -> Int32 {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw TestSetupError("socket: \(errno)") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes.prefix(raw.count - 1))
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard result == 0 else {
+            close(fd)
+            throw TestSetupError("connect \(path): \(String(cString: strerror(errno)))")
+        }
+        var timeout = timeval(
+            tv_sec: Int(receiveTimeout.components.seconds),
+            tv_usec: Int(receiveTimeout.components.attoseconds / 1_000_000_000_000)
+        )
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return fd
+    }
+
+    /// Writes all of `bytes` (on a thread of its own: a large write may block until the peer reads).
+    ///
+    /// A peer that closed makes this throw, never raise SIGPIPE.
+    public static func send(_ fd: Int32, _ bytes: [UInt8]) async throws {
+        let failure: String? = await offload {
+            var offset = 0
+            while offset < bytes.count {
+                let written = bytes[offset...].withUnsafeBytes {
+                    Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+                }
+                guard written > 0 else { return String(cString: strerror(errno)) }
+                offset += written
+            }
+            return nil
+        }
+        if let failure { throw TestSetupError("send: \(failure)") }
+    }
+
+    /// Reads until `count` newline-terminated lines arrived, or EOF / timeout; returns the lines and whether the peer
+    /// closed.
+    ///
+    /// Blocks a thread of its own, never one of Swift concurrency's few.
+    public static func readLines(_ fd: Int32, count: Int) async -> (lines: [String], closed: Bool) {
+        await offload { blockingReadLines(fd, count: count) }
+    }
+
+    /// Whether the peer closed the connection: a read returns EOF, or ECONNRESET (a peer that closes with
+    /// bytes of ours still unread resets the connection), within the socket's timeout.
+    public static func isClosedByPeer(_ fd: Int32) async -> Bool {
+        await offload {
+            var byte: UInt8 = 0
+            let received = read(fd, &byte, 1)
+            return received == 0 || (received < 0 && errno == ECONNRESET)
+        }
+    }
+
+    private static func blockingReadLines(_ fd: Int32, count: Int) -> (lines: [String], closed: Bool) {
+        var buffer: [UInt8] = []
+        var lines: [String] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while lines.count < count {
+            let received = read(fd, &chunk, chunk.count)
+            if received <= 0 { return (lines, received == 0 || errno == ECONNRESET) }
+            buffer += chunk[0..<received]
+            while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                lines.append(String(decoding: buffer[..<newline], as: UTF8.self))
+                buffer.removeSubrange(...newline)
+            }
+        }
+        return (lines, false)
+    }
+
+}
+
+/// Runs blocking work on a thread of its own and waits for it without holding a cooperative thread (the pool
+/// has as many threads as cores; blocking them can starve the code under test).
+public func offload<Result: Sendable>(_ body: @escaping @Sendable () -> Result) async -> Result {
+    await withCheckedContinuation { continuation in
+        let thread = Thread { continuation.resume(returning: body()) }
+        thread.start()
+    }
+}
