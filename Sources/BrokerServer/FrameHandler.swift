@@ -96,6 +96,9 @@ final class FrameHandler: ChannelInboundHandler, RemovableChannelHandler {
         if idleFor >= idleTimeout, !overflowed {
             lastActivity = .now()
             context.fireChannelRead(wrapInboundOut(.idle(partialFrame: (pending?.readableBytes ?? 0) > 0)))
+            // The async channel hands reads to its reader at read-complete; without this the event would wait
+            // in its buffer for the next socket read, which an idle peer never sends.
+            context.fireChannelReadComplete()
             scheduleIdleCheck(context: context, after: idleTimeout)
         } else {
             scheduleIdleCheck(context: context, after: idleTimeout - idleFor)

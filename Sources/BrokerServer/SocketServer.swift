@@ -20,6 +20,7 @@ public final class SocketServer: Service {
     private let metrics = ServerMetrics()
     private let onListening: @Sendable () -> Void
     private let details: StatusDetails
+    private let unclaimed = UnclaimedConnections()
 
     /// What `getStatus` reports about the daemon beyond the server's own counters.
     public struct StatusDetails: Sendable {
@@ -73,10 +74,18 @@ public final class SocketServer: Service {
             self.logger.info("shutting down: no new connections, finishing requests in flight")
             listener.channel.close(promise: nil)
         }
+        // Connections accepted while the listener closed may never have reached the loop above (apple/swift-nio
+        // #2813): answer and close them here, or NIO traps on their unfinished writers.
+        for leftover in unclaimed.takeAll() {
+            await Connection(accepted: leftover, settings: connections, metrics: metrics)
+                .refuse(ErrorObject(.brokerBusy, "the broker is stopping; retry"))
+            metrics.openConnections.subtract(1, ordering: .relaxed)
+        }
         logger.info("stopped")
     }
 
     private func serve(_ accepted: AcceptedConnection, settings: ConnectionSettings) async {
+        guard unclaimed.claim(accepted) else { return }
         defer { metrics.openConnections.subtract(1, ordering: .relaxed) }
         let connection = Connection(accepted: accepted, settings: settings, metrics: metrics)
         if let refusal = accepted.refusal {
@@ -164,9 +173,14 @@ public final class SocketServer: Service {
                         FrameHandler(maximumFrameBytes: frameLimit, idleTimeout: idle),
                         RequestHandler(dispatcher: dispatcher, caller: caller)
                     )
+                } else {
+                    // A refused peer gets one error line; whatever it sends is never read as a request.
+                    try channel.pipeline.syncOperations.addHandler(DiscardInbound())
                 }
                 let async = try NIOAsyncChannel<ConnectionEvent, ByteBuffer>(wrappingChannelSynchronously: channel)
-                return AcceptedConnection(caller: caller, refusal: refusal, channel: async)
+                let accepted = AcceptedConnection(caller: caller, refusal: refusal, channel: async)
+                self.unclaimed.insert(accepted)
+                return accepted
             }
         }
         switch configuration.listener {
@@ -192,4 +206,39 @@ struct AcceptedConnection: Sendable {
     let caller: Caller
     let refusal: ErrorObject?
     let channel: NIOAsyncChannel<ConnectionEvent, ByteBuffer>
+
+    var id: ObjectIdentifier {
+        ObjectIdentifier(channel.channel)
+    }
+}
+
+/// Accepted connections no task has taken yet.
+///
+/// Holding them keeps their async writers alive until someone closes them: the connection's task, or the server when it
+/// stops.
+final class UnclaimedConnections: Sendable {
+    private let connections = Mutex<[ObjectIdentifier: AcceptedConnection]>([:])
+
+    func insert(_ connection: AcceptedConnection) {
+        connections.withLock { $0[connection.id] = connection }
+    }
+
+    /// Takes a connection for serving; false when the server already took it to close it.
+    func claim(_ connection: AcceptedConnection) -> Bool {
+        connections.withLock { $0.removeValue(forKey: connection.id) != nil }
+    }
+
+    func takeAll() -> [AcceptedConnection] {
+        connections.withLock { connections in
+            defer { connections.removeAll() }
+            return Array(connections.values)
+        }
+    }
+}
+
+/// Drops every byte a refused peer sends, so nothing it writes reaches the connection's reader.
+final class DiscardInbound: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
 }

@@ -1,0 +1,71 @@
+import BrokerCache
+import BrokerCore
+import BrokerProtocol
+import BrokerTestSupport
+import Foundation
+import Logging
+import Testing
+
+/// A broker over an in-memory store, with captured logs and a settable clock.
+struct BrokerFixture {
+    let broker: TokenBroker
+    let store: InMemoryTokenStore
+    let logs: LogCapture
+    let caller = Caller(pid: 4242, uid: getuid(), gid: getgid(), executable: "/usr/bin/test-app")
+
+    init(documents: [JSONValue] = [CacheFixtures.msalCache()], auditWindow: Duration = .seconds(60)) async throws {
+        var entries: [CacheEntry] = []
+        for document in documents {
+            entries += try MSALCacheDocument.read(Data(CacheFixtures.text(document).utf8)).entries
+        }
+        store = InMemoryTokenStore(entries)
+        logs = LogCapture()
+        broker = TokenBroker(
+            cache: try await TokenCache(store: store),
+            logger: logs.logger(label: "tokenbroker"),
+            audit: AuditLog(logger: logs.logger(label: "tokenbroker.audit"), window: auditWindow)
+        )
+    }
+
+    func silent(
+        clientId: String = CacheFixtures.clientId,
+        authority: String? = CacheFixtures.authority,
+        scopes: [String]? = ["https://graph.microsoft.com/User.Read"],
+        resource: String? = nil,
+        account: AccountSelector? = AccountSelector(username: "ada@contoso.com"),
+        minimumValiditySeconds: Int? = nil,
+        forceRefresh: Bool? = nil
+    ) async throws(BrokerFailure) -> TokenResult {
+        try await broker.acquireTokenSilently(
+            AcquireTokenSilentlyParams(
+                authParameters: AuthParameters(
+                    clientId: clientId,
+                    authority: authority,
+                    requestedScopes: scopes,
+                    resource: resource,
+                    account: account,
+                    forceRefresh: forceRefresh,
+                    minimumValiditySeconds: minimumValiditySeconds
+                ),
+                correlationId: "corr-1"
+            ),
+            caller: caller
+        ).brokerTokenResponse
+    }
+}
+
+/// Expects `body` to fail with a ``BrokerFailure`` of `code`.
+func expectFailure(
+    _ code: ErrorCode,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () async throws -> Void
+) async {
+    do {
+        try await body()
+        Issue.record("expected \(code), but it succeeded", sourceLocation: sourceLocation)
+    } catch let failure as BrokerFailure {
+        #expect(failure.code == code, "\(failure)", sourceLocation: sourceLocation)
+    } catch {
+        Issue.record("expected \(code), got \(error)", sourceLocation: sourceLocation)
+    }
+}

@@ -1,0 +1,72 @@
+import BrokerCache
+import BrokerCore
+import BrokerProtocol
+import BrokerTestSupport
+import Foundation
+import Testing
+
+struct InterchangeTests {
+    /// What one import brings in, an export gives back, and the token is served from it.
+    @Test func importsAndExportsThroughTheBroker() async throws {
+        let fixture = try await BrokerFixture(documents: [])
+        let document = CacheFixtures.msalCache(people: [CacheFixtures.ada, CacheFixtures.alan])
+        let report = try await fixture.broker.importCache(
+            ImportCacheParams(format: .msal, data: Secret(CacheFixtures.text(document))),
+            caller: fixture.caller
+        )
+        #expect(
+            report.imported == EntryCounts(accounts: 2, accessTokens: 2, refreshTokens: 2, idTokens: 2, appMetadata: 1)
+        )
+        #expect(report.skipped.isEmpty)
+        _ = try await fixture.silent()
+        let export = try fixture.broker.exportCache(ExportCacheParams(format: .msal), caller: fixture.caller)
+        #expect(try JSONValue.parse(Array(export.data.reveal().utf8)) == document)
+        #expect(export.counts.total == 9)
+        let narrow = try fixture.broker.exportCache(ExportCacheParams(clientId: "someone-else"), caller: fixture.caller)
+        #expect(narrow.counts.total == 0)
+    }
+
+    /// A document that is not a cache is refused whole and changes nothing.
+    @Test func refusesInvalidDocumentsWithoutChangingAnything() async throws {
+        let fixture = try await BrokerFixture()
+        await expectFailure(.invalidCache) {
+            _ = try await fixture.broker.importCache(
+                ImportCacheParams(data: Secret("{\"AccessToken\": [")),
+                caller: fixture.caller
+            )
+        }
+        #expect(fixture.broker.cacheCounts.total == 5)
+    }
+}
+
+struct AuditTests {
+    /// Every token handed out is audited with caller, client, scopes, account and source; never the token.
+    @Test func auditsIssuanceWithoutTheToken() async throws {
+        let fixture = try await BrokerFixture(auditWindow: .zero)
+        let first = try await fixture.silent()
+        _ = try await fixture.silent()
+        let lines = fixture.logs.lines(containing: "token issued")
+        #expect(lines.count == 2)
+        let line = try #require(lines.first)
+        for fragment in [
+            "caller_pid=4242", "caller_exe=/usr/bin/test-app", "client_id=\(CacheFixtures.clientId)",
+            "account=ada@contoso.com", "source=cache", "https://graph.microsoft.com/User.Read",
+        ] {
+            #expect(line.contains(fragment), "missing \(fragment)")
+        }
+        #expect(!fixture.logs.text.contains(first.accessToken.reveal()))
+        #expect(!fixture.logs.text.contains("AT-SECRET"))
+        #expect(!fixture.logs.text.contains("RT-SECRET"))
+    }
+
+    /// Repeats within the audit window become one summary line with a count.
+    @Test func coalescesRepeatsWithinTheWindow() async throws {
+        let fixture = try await BrokerFixture()
+        for _ in 0..<5 { _ = try await fixture.silent() }
+        #expect(fixture.logs.lines(containing: "token issued").count == 1)
+        fixture.broker.audit.flush()
+        let summaries = fixture.logs.lines(containing: "token issued again")
+        #expect(summaries.count == 1)
+        #expect(summaries.first?.contains("repeats=4") == true)
+    }
+}

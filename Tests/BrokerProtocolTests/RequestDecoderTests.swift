@@ -1,0 +1,96 @@
+import BrokerProtocol
+import Testing
+
+struct RequestDecoderTests {
+    private func decode(_ text: String) -> Result<IncomingRequest, RequestRejection> {
+        RequestDecoder().decode(Array(text.utf8))
+    }
+
+    /// Every way a message can fail to be a request gets the JSON-RPC error it calls for, with the id when
+    /// one could be read.
+    @Test(arguments: [
+        ("not json", ErrorCode.parseError, nil as RequestID?),
+        ("\u{00}\u{FF}binary", .parseError, nil),
+        ("[1,2]", .invalidRequest, nil),
+        ("42", .invalidRequest, nil),
+        (#"{"id":1,"method":"getStatus"}"#, .invalidRequest, .number(1)),
+        (#"{"jsonrpc":"1.0","id":1,"method":"getStatus"}"#, .invalidRequest, .number(1)),
+        (#"{"jsonrpc":"2.0","id":{},"method":"getStatus"}"#, .invalidRequest, nil),
+        (#"{"jsonrpc":"2.0","id":2,"method":7}"#, .invalidRequest, .number(2)),
+        (#"{"jsonrpc":"2.0","id":"x","method":"nope"}"#, .methodNotFound, .string("x")),
+        (#"{"jsonrpc":"2.0","id":3,"method":"getAccount"}"#, .invalidParams, .number(3)),
+        (#"{"jsonrpc":"2.0","id":4,"method":"acquireTokenSilently","params":[]}"#, .invalidParams, .number(4)),
+        (
+            #"{"jsonrpc":"2.0","id":5,"method":"acquireTokenSilently","params":{"authParameters":{"clientId":9}}}"#,
+            .invalidParams, .number(5)
+        ),
+        (#"{"jsonrpc":"2.0","id":6,"method":"getStatus","id":7}"#, .parseError, nil),
+    ])
+    func classifiesBadMessages(text: String, code: ErrorCode, id: RequestID?) throws {
+        guard case .failure(let rejection) = decode(text) else {
+            Issue.record("accepted \(text)")
+            return
+        }
+        #expect(rejection.error.errorCode == code)
+        #expect(rejection.error.code == code.rpcCode)
+        #expect(rejection.id == id)
+    }
+
+    /// A params error names the field, and never echoes the value sent (it could be a misplaced token).
+    @Test func invalidParamsNameTheFieldNotTheValue() throws {
+        let text =
+            #"{"jsonrpc":"2.0","id":1,"method":"acquireTokenSilently","params":{"authParameters":{"clientId":"app","requestedScopes":"secret-looking-value"}}}"#
+        guard case .failure(let rejection) = decode(text) else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(rejection.error.data?.field == "params.authParameters.requestedScopes")
+        #expect(rejection.error.message.contains("params.authParameters.requestedScopes"))
+        #expect(!rejection.error.message.contains("secret-looking-value"))
+    }
+
+    /// A missing required field is named with its full path.
+    @Test func missingFieldsAreNamed() throws {
+        guard
+            case .failure(let rejection) = decode(
+                #"{"jsonrpc":"2.0","id":1,"method":"acquireTokenSilently","params":{"authParameters":{}}}"#
+            )
+        else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(rejection.error.data?.field == "params.authParameters.clientId")
+    }
+
+    /// Methods whose params are all optional may omit them; a request without id is a notification.
+    @Test func acceptsOmittedOptionalParamsAndNotifications() throws {
+        guard case .success(let status) = decode(#"{"jsonrpc":"2.0","id":1,"method":"getStatus"}"#),
+            case .getStatus = status.call
+        else {
+            Issue.record("getStatus refused")
+            return
+        }
+        guard case .success(let notification) = decode(#"{"jsonrpc":"2.0","method":"getAccounts","params":null}"#)
+        else {
+            Issue.record("notification refused")
+            return
+        }
+        #expect(notification.id == nil)
+        guard case .failure(let rejection) = decode(#"{"jsonrpc":"2.0","method":"nope"}"#) else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(rejection.isNotification)
+    }
+
+    /// Unknown members are ignored: a newer client's extra fields do not break an older broker.
+    @Test func ignoresUnknownMembers() throws {
+        let text =
+            #"{"jsonrpc":"2.0","id":1,"method":"getAccount","params":{"username":"ada@contoso.com","future":{"x":1}},"extra":true}"#
+        guard case .success(let request) = decode(text), case .getAccount(let params) = request.call else {
+            Issue.record("refused")
+            return
+        }
+        #expect(params.username == "ada@contoso.com")
+    }
+}

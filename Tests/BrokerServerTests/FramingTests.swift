@@ -1,0 +1,231 @@
+import BrokerProtocol
+import BrokerServer
+import BrokerTestSupport
+import Foundation
+import Glibc
+import Testing
+
+@Suite(.timeLimit(.minutes(1)))
+struct FramingTests {
+    /// Several requests in one write are all answered, each with its own id.
+    @Test func answersPipelinedRequests() async throws {
+        try await withTestServer { path in
+            let fd = try UnixSocket.connect(path)
+            defer { close(fd) }
+            let requests = (1...3).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"getLinuxBrokerVersion"}"# }
+            try await UnixSocket.send(fd, Array((requests.joined(separator: "\n") + "\n").utf8))
+            let (lines, _) = await UnixSocket.readLines(fd, count: 3)
+            #expect(try Set(lines.map { try object($0)["id"] }) == [.integer(1), .integer(2), .integer(3)])
+        }
+    }
+
+    /// A request that arrives one byte at a time is answered once its newline arrives.
+    @Test func reassemblesAFrameSentByteByByte() async throws {
+        try await withTestServer { path in
+            let fd = try UnixSocket.connect(path)
+            defer { close(fd) }
+            for byte in Array((statusRequest + "\n").utf8) {
+                try await UnixSocket.send(fd, [byte])
+            }
+            let (lines, _) = await UnixSocket.readLines(fd, count: 1)
+            #expect(try object(try #require(lines.first))["result"] != nil)
+        }
+    }
+
+    /// A frame over 1 MiB is refused with frame_too_large and that connection is closed; others go on.
+    @Test func refusesOversizedFramesAndClosesOnlyThatConnection() async throws {
+        try await withTestServer { path in
+            let bystander = try UnixSocket.connect(path)
+            defer { close(bystander) }
+            let fd = try UnixSocket.connect(path)
+            defer { close(fd) }
+            try? await UnixSocket.send(fd, [UInt8](repeating: UInt8(ascii: "a"), count: 2 << 20))
+            let (lines, _) = await UnixSocket.readLines(fd, count: 1)
+            #expect(try errorCode(try #require(lines.first)) == "frame_too_large")
+            #expect(await UnixSocket.isClosedByPeer(fd))
+            try await UnixSocket.send(bystander, Array((statusRequest + "\n").utf8))
+            #expect(await UnixSocket.readLines(bystander, count: 1).lines.count == 1)
+        }
+    }
+
+    /// Half a frame and then silence ends in a timeout error and a closed connection.
+    @Test func closesAConnectionThatStallsMidFrame() async throws {
+        try await withTestServer(idleTimeout: .milliseconds(300)) { path in
+            let fd = try UnixSocket.connect(path)
+            defer { close(fd) }
+            try await UnixSocket.send(fd, Array(#"{"jsonrpc":"2.0","id":1,"meth"#.utf8))
+            let (lines, closed) = await UnixSocket.readLines(fd, count: 2)
+            #expect(lines.count == 1)
+            #expect(try errorCode(try #require(lines.first)) == "timeout")
+            #expect(closed)
+        }
+    }
+
+    /// An idle connection with nothing pending is closed without a word.
+    @Test func closesIdleConnectionsQuietly() async throws {
+        try await withTestServer(idleTimeout: .milliseconds(200)) { path in
+            let fd = try UnixSocket.connect(path)
+            defer { close(fd) }
+            let (lines, closed) = await UnixSocket.readLines(fd, count: 1)
+            #expect(lines.isEmpty)
+            #expect(closed)
+        }
+    }
+
+    /// A client that shuts down its write side after sending still gets its answer (socat, nc -N).
+    @Test func answersHalfClosedClients() async throws {
+        try await withTestServer { path in
+            let fd = try UnixSocket.connect(path)
+            defer { close(fd) }
+            try await UnixSocket.send(fd, Array((statusRequest + "\n").utf8))
+            shutdown(fd, Int32(SHUT_WR))
+            let (lines, closed) = await UnixSocket.readLines(fd, count: 2)
+            #expect(lines.count == 1)
+            #expect(closed)
+        }
+    }
+
+    /// JSON-RPC notifications (no id) are executed but never answered; garbage between requests is answered
+    /// with parse_error and the connection goes on.
+    @Test func skipsNotificationsAndSurvivesGarbage() async throws {
+        try await withTestServer { path in
+            let fd = try UnixSocket.connect(path)
+            defer { close(fd) }
+            let text =
+                [
+                    #"{"jsonrpc":"2.0","method":"getStatus"}"#, "\u{01}\u{02}garbage",
+                    #"{"jsonrpc":"2.0","id":"after","method":"getStatus"}"#,
+                ].joined(separator: "\n") + "\n"
+            try await UnixSocket.send(fd, Array(text.utf8))
+            let (lines, _) = await UnixSocket.readLines(fd, count: 2)
+            #expect(try errorCode(lines[0]) == "parse_error")
+            #expect(try object(lines[0])["id"] == .null)
+            #expect(try object(lines[1])["id"] == .string("after"))
+        }
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct LimitTests {
+    /// Requests beyond the per-connection limit are answered broker_busy, with their own id.
+    @Test func refusesRequestsBeyondTheInFlightLimit() async throws {
+        try await withTestServer(maximumRequestsPerConnection: 0) { path in
+            let fd = try UnixSocket.connect(path)
+            defer { close(fd) }
+            try await UnixSocket.send(
+                fd,
+                Array((#"{"jsonrpc":"2.0","id":9,"method":"exportCache"}"# + "\n" + statusRequest + "\n").utf8)
+            )
+            let (lines, _) = await UnixSocket.readLines(fd, count: 2)
+            let busy = try #require(lines.first { $0.contains(#""id":9"#) })
+            #expect(try errorCode(busy) == "broker_busy")
+            #expect(lines.contains { $0.contains(#""result""#) })
+        }
+    }
+
+    /// A connection beyond the limit is answered broker_busy and closed; a slot freed is usable again.
+    @Test func refusesConnectionsBeyondTheLimit() async throws {
+        try await withTestServer(maximumConnections: 2) { path in
+            let first = try await connectAdmitted(path)
+            defer { close(first) }
+            // Counts settle asynchronously (a closed probe is counted until the server sees its EOF): wait,
+            // through a connection that is itself admitted, until only it is open.
+            try await waitForOpenConnections(1, asking: first)
+            let second = try UnixSocket.connect(path)
+            defer { close(second) }
+            try await waitForOpenConnections(2, asking: second)
+            let third = try UnixSocket.connect(path)
+            let (lines, closed) = await UnixSocket.readLines(third, count: 2)
+            close(third)
+            #expect(try errorCode(try #require(lines.first)) == "broker_busy")
+            #expect(closed)
+            try await waitForOpenConnections(2, asking: second)
+            let fourth = try UnixSocket.connect(path)
+            defer { close(fourth) }
+            let (busy, _) = await UnixSocket.readLines(fourth, count: 1)
+            #expect(try errorCode(try #require(busy.first)) == "broker_busy")
+        }
+    }
+
+    /// A thousand connections opened and dropped leave the server serving, with nothing left open.
+    @Test func survivesAThousandDroppedConnections() async throws {
+        try await withTestServer(maximumConnections: 64) { path in
+            for index in 0..<1000 {
+                let fd = try UnixSocket.connect(path)
+                if index % 3 == 0 { try? await UnixSocket.send(fd, Array(#"{"jsonrpc":"2.0","id":1,"#.utf8)) }
+                close(fd)
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            let fd = try UnixSocket.connect(path)
+            defer { close(fd) }
+            try await UnixSocket.send(fd, Array((statusRequest + "\n").utf8))
+            let status = try object(try #require(await UnixSocket.readLines(fd, count: 1).lines.first))
+            let connections = status["result"]?.objectValue?["connections"]?.objectValue
+            #expect(connections?["open"] == .integer(1))
+            #expect((connections?["accepted"]?.integerValue ?? 0) >= 1001)
+        }
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct SocketPathTests {
+    /// A second server on the same path refuses to start; the first keeps serving.
+    @Test func refusesToStartOverALiveBroker() async throws {
+        try await withTestServer { path in
+            let directory = try TemporaryDirectory()
+            let second = try await secondServer(path: path, directory: directory)
+            await #expect(throws: (any Error).self) { try await second.run() }
+            #expect(UnixSocket.canConnect(path))
+        }
+    }
+
+    /// A socket file nobody listens on (left by a crash) is replaced.
+    @Test func replacesAStaleSocketFile() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("stale.sock")
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        #expect(bound == 0)
+        close(fd)
+        #expect(FileManager.default.fileExists(atPath: path))
+        #expect(!UnixSocket.canConnect(path))
+        let server = try await secondServer(path: path, directory: directory)
+        try await withThrowingTaskGroup { tasks in
+            tasks.addTask { try await server.run() }
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !UnixSocket.canConnect(path), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(UnixSocket.canConnect(path))
+            let attributes = try FileManager.default.attributesOfItem(atPath: path)
+            #expect(attributes[.posixPermissions] as? Int == 0o600)
+            tasks.cancelAll()
+        }
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct RefusedPeerTests {
+    /// A refused connection that keeps sending is answered once and closed; its bytes are never processed
+    /// (they once reached the reader raw and crashed the server).
+    @Test func refusedPeersCannotFeedTheServer() async throws {
+        try await withTestServer(maximumConnections: 1) { path in
+            let admitted = try await connectAdmitted(path)
+            defer { close(admitted) }
+            try await waitForOpenConnections(1, asking: admitted)
+            for _ in 0..<20 {
+                let fd = try UnixSocket.connect(path)
+                try? await UnixSocket.send(fd, Array((statusRequest + "\n" + statusRequest).utf8))
+                close(fd)
+            }
+            try await waitForOpenConnections(1, asking: admitted)
+        }
+    }
+}
