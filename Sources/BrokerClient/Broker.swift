@@ -1,4 +1,5 @@
 public import BrokerProtocol
+import Foundation
 
 /// A connection to the user's token broker, with an API shaped like MSAL's `MSALPublicClientApplication`.
 ///
@@ -20,7 +21,7 @@ public final class Broker: Sendable {
     }
 
     /// The socket path a client uses when none is given: `$TOKENBROKER_SOCKET`, else
-    /// `$XDG_RUNTIME_DIR/tokenbroker/broker.sock`.
+    /// `$XDG_RUNTIME_DIR/tokenbroker/broker.sock`, else the same under `/run/user/<uid>`.
     public static var defaultSocketPath: String? {
         SocketLocation.resolve()
     }
@@ -57,7 +58,7 @@ public final class Broker: Sendable {
     public func accounts(clientId: String? = nil, authority: String? = nil) async throws(BrokerError) -> [Account] {
         try await connection.call(
             .getAccounts,
-            GetAccountsParams(clientId: clientId, authority: authority),
+            GetAccountsParams(clientId: clientId, authority: authority, correlationId: Self.newCorrelationId()),
             as: AccountsResult.self
         ).accounts
     }
@@ -79,7 +80,11 @@ public final class Broker: Sendable {
     /// The account a selector names: by identifier when it has one, else (or when that finds nothing) by
     /// username.
     public func account(_ selector: AccountSelector) async throws(BrokerError) -> Account {
-        try await connection.call(.getAccount, GetAccountParams(selector), as: AccountResult.self).account
+        try await connection.call(
+            .getAccount,
+            GetAccountParams(selector, correlationId: Self.newCorrelationId()),
+            as: AccountResult.self
+        ).account
     }
 
     /// Signs an account out of the broker (all its tokens), or out of `clientId` only.
@@ -91,7 +96,7 @@ public final class Broker: Sendable {
     {
         try await connection.call(
             .removeAccount,
-            RemoveAccountParams(account: selector, clientId: clientId),
+            RemoveAccountParams(account: selector, clientId: clientId, correlationId: Self.newCorrelationId()),
             as: RemoveAccountResult.self
         )
     }
@@ -115,26 +120,62 @@ public final class Broker: Sendable {
     /// The broker's and the protocol's versions; throws ``BrokerError/Code/unsupportedProtocolVersion`` when
     /// the broker speaks another major version than this library.
     public func version() async throws(BrokerError) -> VersionResult {
-        try await connection.call(.getLinuxBrokerVersion, GetVersionParams(), as: VersionResult.self)
+        try await connection.call(
+            .getLinuxBrokerVersion,
+            GetVersionParams(correlationId: Self.newCorrelationId()),
+            as: VersionResult.self
+        )
     }
 
     /// Uptime, counts and recent errors.
     public func status() async throws(BrokerError) -> StatusResult {
-        try await connection.call(.getStatus, GetStatusParams(), as: StatusResult.self)
+        try await connection.call(
+            .getStatus,
+            GetStatusParams(correlationId: Self.newCorrelationId()),
+            as: StatusResult.self
+        )
     }
 
     /// Imports a cache document (MSAL unified schema, or ADAL's list), as the text of the file.
+    ///
+    /// A document too large for one request is imported in parts, entry by entry; each part is atomic, and the
+    /// reports are merged.
     public func importCache(
         _ document: Secret,
         format: CacheFormat = .msal
     ) async throws(BrokerError)
         -> ImportCacheResult
     {
+        let text = document.reveal()
+        guard text.utf8.count > ImportSplitter.partBudget,
+            let (parts, oversized) = ImportSplitter.split(text, format: format)
+        else {
+            return try await importPart(document, format: format)
+        }
+        var merged = ImportCacheResult(format: format, imported: EntryCounts(), skipped: oversized)
+        for part in parts {
+            let report = try await importPart(Secret(part), format: format)
+            merged.imported.accounts += report.imported.accounts
+            merged.imported.accessTokens += report.imported.accessTokens
+            merged.imported.refreshTokens += report.imported.refreshTokens
+            merged.imported.idTokens += report.imported.idTokens
+            merged.imported.appMetadata += report.imported.appMetadata
+            merged.skipped += report.skipped
+        }
+        return merged
+    }
+
+    private func importPart(_ document: Secret, format: CacheFormat) async throws(BrokerError) -> ImportCacheResult {
         try await connection.call(
             .importCache,
-            ImportCacheParams(format: format, data: document),
+            ImportCacheParams(format: format, data: document, correlationId: Self.newCorrelationId()),
             as: ImportCacheResult.self
         )
+    }
+
+    /// A fresh correlation id for a call the app did not give one.
+    static func newCorrelationId() -> String {
+        UUID().uuidString
     }
 
     /// Exports the cache (or what `clientId` and its family can use) as a document of `format`.
@@ -146,7 +187,7 @@ public final class Broker: Sendable {
     {
         try await connection.call(
             .exportCache,
-            ExportCacheParams(format: format, clientId: clientId),
+            ExportCacheParams(format: format, clientId: clientId, correlationId: Self.newCorrelationId()),
             as: ExportCacheResult.self
         )
     }

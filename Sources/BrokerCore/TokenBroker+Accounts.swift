@@ -5,7 +5,9 @@ public import BrokerProtocol
 extension TokenBroker {
     /// `getAccounts`: every account, or those with tokens for a client id (or its family), or of an authority.
     public nonisolated func accounts(_ params: GetAccountsParams) throws(BrokerFailure) -> AccountsResult {
-        let wanted: Authority? = try params.authority.map { (text) throws(BrokerFailure) in try self.authority(text) }
+        let wanted: Authority? = try params.authority.map { (text) throws(BrokerFailure) in
+            try self.authority(text, field: "params.authority")
+        }
         let clientId = params.clientId?.lowercased()
         let accounts = cache.read { contents -> [BrokerProtocol.Account] in
             contents.accounts.values.filter { account in
@@ -99,7 +101,10 @@ extension TokenBroker {
     /// Parses an authority (default: Entra ID `common`), mapping a bad one to `invalid_params`.
     ///
     /// Parsed authorities are remembered: apps ask for the same few over and over.
-    nonisolated func authority(_ string: String?) throws(BrokerFailure) -> Authority {
+    nonisolated func authority(
+        _ string: String?,
+        field: String = "params.authParameters.authority"
+    ) throws(BrokerFailure) -> Authority {
         let text = string ?? Authority.defaultURL
         if let known = authorities.read({ $0[text] }) { return known }
         do {
@@ -110,7 +115,7 @@ extension TokenBroker {
             }
             return parsed
         } catch {
-            throw BrokerFailure.invalidParams("params.authParameters.authority", error.reason)
+            throw BrokerFailure.invalidParams(field, error.reason)
         }
     }
 
@@ -194,7 +199,21 @@ extension TokenBroker {
         )
     }
 
+    /// How an error message names a selector: its values, shortened, never more than a line.
     nonisolated static func describe(_ selector: AccountSelector) -> String {
+        let shown = { (value: String) in Self.shortened(value) }
+        return describeShown(
+            AccountSelector(identifier: selector.identifier.map(shown), username: selector.username.map(shown))
+        )
+    }
+
+    /// At most 80 printable characters of a value a caller sent, for messages.
+    nonisolated static func shortened(_ value: String) -> String {
+        let printable = String(value.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.map(Character.init))
+        return printable.count <= 80 ? printable : printable.prefix(77) + "..."
+    }
+
+    private nonisolated static func describeShown(_ selector: AccountSelector) -> String {
         switch (
             selector.identifier.flatMap { $0.isEmpty ? nil : $0 }, selector.username.flatMap { $0.isEmpty ? nil : $0 }
         ) {

@@ -18,7 +18,7 @@ extension TokenBroker {
         do throws(CacheError) {
             switch format {
             case .msal: read = try MSALCacheDocument.read(document)
-            case .adal: throw CacheError(.invalidDocument, "ADAL caches are not supported by this broker yet")
+            case .adal: throw CacheError(.invalidDocument, "ADAL import is not supported by this broker yet")
             }
         } catch {
             throw BrokerFailure(.invalidCache, error.message, underlying: error)
@@ -60,7 +60,7 @@ extension TokenBroker {
             switch format {
             case .msal: data = try MSALCacheDocument.write(entries)
             case .adal:
-                throw BrokerFailure(.invalidParams, "params.format: ADAL export is not supported by this broker yet")
+                throw BrokerFailure.invalidParams("params.format", "ADAL export is not supported by this broker yet")
             }
         } catch let failure as BrokerFailure {
             throw failure

@@ -89,6 +89,13 @@ struct SilentRequest: Sendable {
         guard !self.scopes.scopes.isEmpty else {
             throw BrokerFailure.invalidParams("params.authParameters.requestedScopes", "give scopes or a resource")
         }
+        guard !self.scopes.isEmpty else {
+            // openid, profile and offline_access are added to every request; alone they name no token.
+            throw BrokerFailure.invalidParams(
+                "params.authParameters.requestedScopes",
+                "ask for at least one scope besides openid, profile and offline_access"
+            )
+        }
         account = parameters.accountSelector
         let seconds = parameters.minimumValiditySeconds ?? 0
         guard seconds >= 0 else {

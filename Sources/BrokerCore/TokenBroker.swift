@@ -59,9 +59,15 @@ public actor TokenBroker {
         return VersionResult(
             linuxBrokerVersion: Self.version,
             protocolVersion: WireProtocol.version,
-            methods: MethodName.allCases.map(\.rawValue)
+            methods: Self.servedMethods.map(\.rawValue)
         )
     }
+
+    /// The methods this broker serves; the others of the protocol are answered `method_not_found`.
+    public static let servedMethods: [MethodName] = [
+        .getLinuxBrokerVersion, .getAccounts, .getAccount, .acquireTokenSilently, .removeAccount, .importCache,
+        .exportCache, .getStatus,
+    ]
 
     /// What the cache holds, by kind.
     public nonisolated var cacheCounts: EntryCounts {

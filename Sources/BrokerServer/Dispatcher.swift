@@ -43,7 +43,7 @@ struct Dispatcher: Sendable {
 
     /// The response when it needs nothing but memory: version, accounts, status, and a token the cache holds.
     func answerImmediately(_ request: IncomingRequest, caller: Caller) -> ImmediateAnswer {
-        let id = request.id ?? .number(0)
+        let id = request.id
         do throws(BrokerFailure) {
             let response: ByteBuffer
             switch request.call {
@@ -63,7 +63,7 @@ struct Dispatcher: Sendable {
                 return .needsTask
             }
             metrics.succeeded.add(1, ordering: .relaxed)
-            return .answered(request.id == nil ? nil : response)
+            return .answered(request.isNotification ? nil : response)
         } catch {
             return .answered(failure(error, for: request))
         }
@@ -71,7 +71,7 @@ struct Dispatcher: Sendable {
 
     /// The response to a request that may wait; nil for a notification.
     func answer(_ request: IncomingRequest, caller: Caller) async -> ByteBuffer? {
-        let id = request.id ?? .number(0)
+        let id = request.id
         do throws(BrokerFailure) {
             let response: ByteBuffer
             switch request.call {
@@ -95,7 +95,7 @@ struct Dispatcher: Sendable {
                 return response
             }
             metrics.succeeded.add(1, ordering: .relaxed)
-            return request.id == nil ? nil : response
+            return request.isNotification ? nil : response
         } catch {
             return failure(error, for: request)
         }
@@ -108,8 +108,7 @@ struct Dispatcher: Sendable {
             error: error,
             correlationId: request.call.correlationId
         )
-        guard let id = request.id else { return nil }
-        return Self.encode(ErrorResponse(id: id, error: error))
+        return request.isNotification ? nil : Self.encode(ErrorResponse(id: request.id, error: error))
     }
 
     private func failure(_ error: BrokerFailure, for request: IncomingRequest) -> ByteBuffer? {
@@ -124,7 +123,7 @@ struct Dispatcher: Sendable {
                 "correlation_id": "\(correlationId ?? "")",
             ]
         )
-        return request.id == nil ? nil : Self.encode(ErrorResponse(id: request.id, error: object))
+        return request.isNotification ? nil : Self.encode(ErrorResponse(id: request.id, error: object))
     }
 
     /// One line of JSON, through the wire encoder.

@@ -38,7 +38,10 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             switch dispatcher.decode(frame) {
             case .failure(let rejection):
                 if let response = dispatcher.response(to: rejection) { write(response, context: context) }
-            case .success(let request):
+            case .success(var request):
+                // Every request gets a correlation id (DESIGN §3): the client's, or one made here, so errors,
+                // logs and identity-provider calls can be matched up.
+                _ = request.call.ensureCorrelationId()
                 switch dispatcher.answerImmediately(request, caller: caller) {
                 case .answered(let response):
                     if let response { write(response, context: context) }

@@ -157,9 +157,9 @@ struct Import: AsyncParsableCommand {
             Output.error("cannot read \(file): \((error as NSError).localizedDescription)")
             throw ExitCode(66)
         }
-        guard data.count <= WireProtocol.maximumFrameBytes - 4096 else {
+        guard data.count <= WireProtocol.maximumResponseBytes else {
             Output.error(
-                "\(file) is \(data.count) bytes; a cache the broker imports is at most \(WireProtocol.maximumFrameBytes - 4096) bytes"
+                "\(file) is \(data.count) bytes, larger than any cache the broker exports (\(WireProtocol.maximumResponseBytes)); refusing it"
             )
             throw ExitCode(65)
         }

@@ -29,6 +29,39 @@ struct AccountsTests {
         )
     }
 
+    /// A bad authority filter is named as the field it came in; an unknown account's name is echoed shortened.
+    @Test func namesFieldsAndBoundsEchoes() async throws {
+        let fixture = try await BrokerFixture()
+        await expectFailure(.invalidParams) {
+            _ = try fixture.broker.accounts(GetAccountsParams(authority: "http://example.com"))
+        }
+        do {
+            _ = try fixture.broker.accounts(GetAccountsParams(authority: "http://example.com"))
+        } catch {
+            #expect(error.details.field == "params.authority")
+        }
+        let huge = String(repeating: "x", count: 100_000)
+        do {
+            _ = try fixture.broker.account(GetAccountParams(AccountSelector(username: huge)))
+            Issue.record("found an account")
+        } catch {
+            #expect(error.code == .noAccount)
+            #expect(error.message.count < 200)
+        }
+    }
+
+    /// The version lists only the methods this broker serves.
+    @Test func versionListsServedMethods() async throws {
+        let fixture = try await BrokerFixture()
+        let version = try fixture.broker.version(GetVersionParams())
+        #expect(version.methods.contains("acquireTokenSilently"))
+        #expect(Set(version.methods) == Set(TokenBroker.servedMethods.map(\.rawValue)))
+        await expectFailure(.unsupportedProtocolVersion) {
+            _ = try fixture.broker.version(GetVersionParams(protocolVersion: "2.0"))
+        }
+        await expectFailure(.invalidParams) { _ = try fixture.broker.version(GetVersionParams(protocolVersion: "x")) }
+    }
+
     /// getAccount: by identifier when given, by username otherwise or when the identifier is unknown.
     @Test func findsOneAccountByTheSeedsRule() async throws {
         let fixture = try await BrokerFixture(documents: twoPeople)

@@ -83,6 +83,10 @@ struct SilentAcquisitionTests {
         ("app id", ["s"], CacheFixtures.authority, "params.authParameters.clientId"),
         ("app", [], CacheFixtures.authority, "params.authParameters.requestedScopes"),
         ("app", nil, CacheFixtures.authority, "params.authParameters.requestedScopes"),
+        (
+            "app", ["openid profile", "offline_access"], CacheFixtures.authority,
+            "params.authParameters.requestedScopes"
+        ),
         ("app", ["s"], "http://login.example.com/tenant", "params.authParameters.authority"),
         ("app", ["s"], "not a url", "params.authParameters.authority"),
         ("app", ["s"], "https://login.microsoftonline.com/", "params.authParameters.authority"),

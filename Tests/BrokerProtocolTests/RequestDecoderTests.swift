@@ -1,4 +1,5 @@
 import BrokerProtocol
+import Foundation
 import Testing
 
 struct RequestDecoderTests {
@@ -14,6 +15,7 @@ struct RequestDecoderTests {
         ("[1,2]", .invalidRequest, nil),
         ("42", .invalidRequest, nil),
         (#"{"id":1,"method":"getStatus"}"#, .invalidRequest, .number(1)),
+        (#"{"method":"getStatus"}"#, .invalidRequest, nil),
         (#"{"jsonrpc":"1.0","id":1,"method":"getStatus"}"#, .invalidRequest, .number(1)),
         (#"{"jsonrpc":"2.0","id":{},"method":"getStatus"}"#, .invalidRequest, nil),
         (#"{"jsonrpc":"2.0","id":2,"method":7}"#, .invalidRequest, .number(2)),
@@ -81,6 +83,48 @@ struct RequestDecoderTests {
             return
         }
         #expect(rejection.isNotification)
+    }
+
+    /// `"id": null` is a request (answered with id null), not a notification; a malformed message without an
+    /// id is answered too.
+    @Test func nullIdsAreAnsweredAndMalformedNotificationsToo() throws {
+        guard case .success(let request) = decode(#"{"jsonrpc":"2.0","id":null,"method":"getStatus"}"#) else {
+            Issue.record("refused")
+            return
+        }
+        #expect(request.id == nil)
+        #expect(!request.isNotification)
+        guard case .failure(let rejection) = decode(#"{"method":"getStatus"}"#) else {
+            Issue.record("accepted")
+            return
+        }
+        #expect(!rejection.isNotification)
+        let response = String(
+            decoding: try WireEncoder().encode(Response(id: nil, result: FlowControlResult(accepted: true))),
+            as: UTF8.self
+        )
+        #expect(response == #"{"jsonrpc":"2.0","id":null,"result":{"accepted":true}}"#)
+    }
+
+    /// A call without a correlation id gets one made up, once; one that has one keeps it.
+    @Test func correlationIdsAreFilledInOnce() throws {
+        guard case .success(var request) = decode(#"{"jsonrpc":"2.0","id":1,"method":"getAccounts"}"#) else {
+            Issue.record("refused")
+            return
+        }
+        let made = request.call.ensureCorrelationId()
+        #expect(UUID(uuidString: made) != nil)
+        #expect(request.call.correlationId == made)
+        #expect(request.call.ensureCorrelationId() == made)
+        guard
+            case .success(var given) = decode(
+                #"{"jsonrpc":"2.0","id":1,"method":"getStatus","params":{"correlationId":"mine"}}"#
+            )
+        else {
+            Issue.record("refused")
+            return
+        }
+        #expect(given.call.ensureCorrelationId() == "mine")
     }
 
     /// Unknown members are ignored: a newer client's extra fields do not break an older broker.

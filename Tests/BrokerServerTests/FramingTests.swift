@@ -19,6 +19,22 @@ struct FramingTests {
         }
     }
 
+    /// A request with `"id": null` is answered with `"id": null`, and the broker fills in a correlation id.
+    @Test func answersNullIdsWithACorrelationId() async throws {
+        try await withTestServer { path in
+            let fd = try UnixSocket.connect(path)
+            defer { close(fd) }
+            let text = #"{"jsonrpc":"2.0","id":null,"method":"getAccount","params":{"username":"nobody@contoso.com"}}"#
+            try await UnixSocket.send(fd, Array((text + "\n").utf8))
+            let line = try #require(await UnixSocket.readLines(fd, count: 1).lines.first)
+            #expect(try object(line)["id"] == .null)
+            #expect(try errorCode(line) == "no_account")
+            let correlationId = try object(line)["error"]?.objectValue?["data"]?.objectValue?["correlationId"]?
+                .stringValue
+            #expect(correlationId.flatMap(UUID.init(uuidString:)) != nil)
+        }
+    }
+
     /// A request that arrives one byte at a time is answered once its newline arrives.
     @Test func reassemblesAFrameSentByteByByte() async throws {
         try await withTestServer { path in

@@ -40,7 +40,7 @@ public enum MSALCacheDocument {
         return (entries, skipped)
     }
 
-    /// The JSON document for `entries`: sections in MSAL's order, keys sorted, compact.
+    /// The JSON document for `entries`: the five MSAL sections always present, keys sorted, compact.
     public static func write(_ entries: [CacheEntry]) throws -> Data {
         var sections: [String: JSONValue] = [:]
         for section in Section.known { sections[section.name] = .object([:]) }

@@ -50,6 +50,9 @@ final class MessageRouter: ChannelInboundHandler {
             // Not tied to a request: the broker refused the connection or a frame; it closes next.
             pending.closeAll(BrokerError(error))
         case .notification(let notification): pending.deliver(notification)
+        case .orphanResponse:
+            // The answer to a call that was cancelled: nobody waits for it.
+            break
         }
     }
 

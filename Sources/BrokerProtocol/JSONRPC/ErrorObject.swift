@@ -38,7 +38,7 @@ public struct ErrorData: Sendable, Hashable, Codable {
     public var correlationId: String?
     /// For ``ErrorCode/throttled`` and ``ErrorCode/brokerBusy``: how long to wait before retrying.
     public var retryAfterSeconds: Int?
-    /// For ``ErrorCode/invalidParams``: the path of the offending field, such as `authParameters.clientId`.
+    /// For ``ErrorCode/invalidParams``: the path of the offending field, such as `params.authParameters.clientId`.
     public var field: String?
 
     /// The optional members of ``ErrorData``, grouped so call sites name only what they have.

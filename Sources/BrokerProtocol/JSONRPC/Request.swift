@@ -1,3 +1,5 @@
+import Foundation
+
 /// A JSON-RPC 2.0 request as a client sends it.
 public struct Request<Params: Encodable & Sendable>: Encodable, Sendable {
     /// Always `2.0`.
@@ -23,14 +25,17 @@ public struct Request<Params: Encodable & Sendable>: Encodable, Sendable {
 
 /// A decoded request as the broker receives it: the id, and the call with typed params.
 public struct IncomingRequest: Sendable {
-    /// The request's id; nil for a JSON-RPC notification (which gets no response).
+    /// The request's id; nil for `"id": null` (answered with `"id": null`) and for notifications.
     public var id: RequestID?
+    /// Whether the request had no `id` member: a JSON-RPC notification, run but never answered.
+    public var isNotification: Bool
     /// The call and its params.
     public var call: Call
 
     /// Creates a request.
-    public init(id: RequestID?, call: Call) {
+    public init(id: RequestID?, isNotification: Bool = false, call: Call) {
         self.id = id
+        self.isNotification = isNotification
         self.call = call
     }
 
@@ -63,6 +68,45 @@ public struct IncomingRequest: Sendable {
             case .exportCache: .exportCache
             case .getStatus: .getStatus
             }
+        }
+
+        /// Gives the call a correlation id when the caller sent none (a new UUID), and returns the one in effect.
+        public mutating func ensureCorrelationId() -> String {
+            if let existing = correlationId { return existing }
+            let generated = UUID().uuidString
+            switch self {
+            case .getLinuxBrokerVersion(var params):
+                params.correlationId = generated
+                self = .getLinuxBrokerVersion(params)
+            case .getAccounts(var params):
+                params.correlationId = generated
+                self = .getAccounts(params)
+            case .getAccount(var params):
+                params.correlationId = generated
+                self = .getAccount(params)
+            case .acquireTokenSilently(var params):
+                params.correlationId = generated
+                self = .acquireTokenSilently(params)
+            case .acquireTokenInteractively(var params):
+                params.correlationId = generated
+                self = .acquireTokenInteractively(params)
+            case .completeInteractiveFlow, .cancelInteractiveFlow:
+                // These name the flow by its correlation id, which is required: they always have one.
+                break
+            case .removeAccount(var params):
+                params.correlationId = generated
+                self = .removeAccount(params)
+            case .importCache(var params):
+                params.correlationId = generated
+                self = .importCache(params)
+            case .exportCache(var params):
+                params.correlationId = generated
+                self = .exportCache(params)
+            case .getStatus(var params):
+                params.correlationId = generated
+                self = .getStatus(params)
+            }
+            return generated
         }
 
         /// The correlation id the caller sent, if any.

@@ -85,19 +85,17 @@ private struct Envelope: Decodable {
             )
             return
         }
-        let isNotification = !hasID
+        // Only a well-formed request object without an id is a notification; anything malformed is answered
+        // (with id null when none could be read), as JSON-RPC 2.0 requires.
         guard (try? container.decode(String.self, forKey: .jsonrpc)) == "2.0" else {
-            outcome = .failure(
-                Self.reject(id, .invalidRequest, "jsonrpc must be \"2.0\"", notification: isNotification)
-            )
+            outcome = .failure(Self.reject(id, .invalidRequest, "jsonrpc must be \"2.0\"", notification: false))
             return
         }
         guard let name = try? container.decode(String.self, forKey: .method) else {
-            outcome = .failure(
-                Self.reject(id, .invalidRequest, "method must be a string", notification: isNotification)
-            )
+            outcome = .failure(Self.reject(id, .invalidRequest, "method must be a string", notification: false))
             return
         }
+        let isNotification = !hasID
         guard let method = MethodName(rawValue: name) else {
             outcome = .failure(
                 Self.reject(id, .methodNotFound, "no method named \(Self.quoted(name))", notification: isNotification)
@@ -106,7 +104,7 @@ private struct Envelope: Decodable {
         }
         do {
             let call = try Self.decodeCall(method, from: container)
-            outcome = .success(IncomingRequest(id: id, call: call))
+            outcome = .success(IncomingRequest(id: id, isNotification: isNotification, call: call))
         } catch let error as DecodingError {
             let (message, field) = Self.describe(error)
             var rejection = Self.reject(id, .invalidParams, message, notification: isNotification)

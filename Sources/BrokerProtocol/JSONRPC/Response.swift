@@ -2,19 +2,27 @@
 public struct Response<Result: Encodable & Sendable>: Encodable, Sendable {
     /// Always `2.0`.
     public let jsonrpc = "2.0"
-    /// The request's id.
-    public var id: RequestID
+    /// The request's id; nil answers a request that carried `"id": null`.
+    public var id: RequestID?
     /// The method's result object.
     public var result: Result
 
     /// Creates a response.
-    public init(id: RequestID, result: Result) {
+    public init(id: RequestID?, result: Result) {
         self.id = id
         self.result = result
     }
 
     private enum CodingKeys: String, CodingKey {
         case jsonrpc, id, result
+    }
+
+    /// Encodes `jsonrpc`, `id` (`null` when nil) and `result`.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(jsonrpc, forKey: .jsonrpc)
+        if let id { try container.encode(id, forKey: .id) } else { try container.encodeNil(forKey: .id) }
+        try container.encode(result, forKey: .result)
     }
 }
 

@@ -8,6 +8,8 @@ public enum ServerMessage: Sendable {
     case error(id: RequestID?, error: ErrorObject)
     /// A notification about a running request.
     case notification(ServerNotification)
+    /// A response to an id the client no longer waits for (a call it cancelled); ignore it.
+    case orphanResponse(id: RequestID)
 }
 
 /// A notification from the broker, with typed params.
@@ -80,11 +82,8 @@ private struct DecodedServerMessage: Decodable {
         if container.contains(.result) {
             let id = try container.decode(RequestID.self, forKey: .id)
             guard let box = decoder.userInfo[resultTypesKey] as? ResultTypesBox, let type = box.lookup(id) else {
-                throw DecodingError.dataCorruptedError(
-                    forKey: .id,
-                    in: container,
-                    debugDescription: "a response to a request this client did not send"
-                )
+                message = .orphanResponse(id: id)
+                return
             }
             message = .result(id: id, result: try Self.decodeResult(type, from: container))
             return

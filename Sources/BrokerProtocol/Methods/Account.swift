@@ -50,7 +50,7 @@ public struct AccountSelector: Sendable, Hashable, Codable {
     public var identifier: String?
     /// The account's username (MSAL `username`, ADAL `userId`).
     ///
-    /// Used only when `identifier` is absent.
+    /// Used when `identifier` is absent or matches no account.
     public var username: String?
 
     /// Creates a selector; give at least one of the two.

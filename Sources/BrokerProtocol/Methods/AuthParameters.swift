@@ -100,11 +100,26 @@ public struct AcquireTokenSilentlyParams: Sendable, Hashable, Codable {
 }
 
 /// Where a token came from.
-public enum TokenSource: String, Sendable, Hashable, Codable {
+///
+/// Open for new values in minor protocol versions: treat unknown ones as "not the cache".
+public struct TokenSource: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
+    /// The wire name.
+    public let rawValue: String
+
+    /// Creates a source from its wire name.
+    public init(rawValue: String) {
+        self.rawValue = rawValue
+    }
+
     /// The broker's cache.
-    case cache
+    public static let cache = TokenSource(rawValue: "cache")
     /// The identity provider, just now (refresh or sign-in).
-    case identityProvider
+    public static let identityProvider = TokenSource(rawValue: "identityProvider")
+
+    /// The wire name.
+    public var description: String {
+        rawValue
+    }
 }
 
 /// A token handed to a caller: Microsoft's broker `brokerTokenResponse`.
