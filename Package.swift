@@ -133,7 +133,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BrokerClient", "BrokerProtocol", "BrokerCache", "BrokerTestSupport"],
+            dependencies: ["BrokerClient", "BrokerProtocol", "BrokerCache", "BrokerTestSupport", grdb],
             swiftSettings: swiftSettings
         ),
     ]

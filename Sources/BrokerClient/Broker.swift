@@ -1,5 +1,10 @@
 public import BrokerProtocol
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A connection to the user's token broker, with an API shaped like MSAL's `MSALPublicClientApplication`.
 ///
@@ -14,10 +19,24 @@ import Foundation
 /// )
 /// ```
 public final class Broker: Sendable {
-    private let connection: Connection
+    private let connection: any Transport
 
-    private init(connection: Connection) {
+    private init(connection: any Transport) {
         self.connection = connection
+    }
+
+    /// How a `Broker` talks to the daemon.
+    public enum ConnectionMode: Sendable, Hashable {
+        /// SwiftNIO event loops: any number of concurrent calls on one connection, notifications delivered as they
+        /// come.
+        ///
+        /// For apps and long-lived processes.
+        case concurrent
+        /// Blocking socket I/O on the calling thread, one call at a time, nothing started in the background: the
+        /// fastest start for a short-lived command-line tool.
+        ///
+        /// A call blocks its thread until answered.
+        case blocking
     }
 
     /// The socket path a client uses when none is given: `$TOKENBROKER_SOCKET`, else
@@ -29,14 +48,20 @@ public final class Broker: Sendable {
     /// Connects to the broker at `socketPath` (default: ``defaultSocketPath``).
     ///
     /// Throws ``BrokerError/Code/brokerUnavailable`` when no broker answers, with how to start it.
-    public static func connect(socketPath: String? = nil) async throws(BrokerError) -> Broker {
+    public static func connect(
+        socketPath: String? = nil,
+        mode: ConnectionMode = .concurrent
+    ) async throws(BrokerError) -> Broker {
         guard let path = socketPath ?? defaultSocketPath else {
             throw BrokerError(
                 .brokerUnavailable,
                 "cannot find the broker's socket: XDG_RUNTIME_DIR is not set; set TOKENBROKER_SOCKET"
             )
         }
-        return Broker(connection: try await Connection.connect(to: path))
+        switch mode {
+        case .concurrent: return Broker(connection: try await EventLoopConnection.connect(to: path))
+        case .blocking: return Broker(connection: try BlockingConnection.connect(to: path))
+        }
     }
 
     /// The socket this broker was reached on.

@@ -1,5 +1,10 @@
 public import BrokerProtocol
+
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// A silent token request: what MSAL calls `MSALSilentTokenParameters`.
 public struct TokenRequest: Sendable, Hashable {

@@ -193,7 +193,7 @@ extension TokenBroker {
             environment: account.environment,
             realm: account.realm,
             localAccountId: account.localAccountId,
-            name: account.name,
+            name: account.name ?? claims?["name"]?.stringValue,
             accountSource: account.accountSource,
             accountClaims: claims
         )

@@ -1,4 +1,11 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
+#if canImport(Glibc)
+public import Glibc
+#endif
 
 /// Where the broker's socket lives: the one rule the daemon, the CLI and every client share.
 public enum SocketLocation {
@@ -23,8 +30,8 @@ public enum SocketLocation {
             return runtime + "/" + runtimeRelativePath
         }
         let fallback = "/run/user/\(uid)"
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: fallback, isDirectory: &isDirectory), isDirectory.boolValue {
+        var info = stat()
+        if stat(fallback, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
             return fallback + "/" + runtimeRelativePath
         }
         return nil

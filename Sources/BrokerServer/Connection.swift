@@ -22,8 +22,9 @@ struct Connection: Sendable {
 
     /// Answers with one error line and closes: for peers that may not be served.
     func refuse(_ error: ErrorObject) async {
-        try? await accepted.channel.executeThenClose { _, outbound in
-            try await outbound.write(Dispatcher.encode(ErrorResponse(id: nil, error: error)))
+        let channel = accepted.channel.channel
+        try? await accepted.channel.executeThenClose { _, _ in
+            try await channel.writeAndFlush(Dispatcher.encode(ErrorResponse(id: nil, error: error)))
         }
     }
 
@@ -34,9 +35,9 @@ struct Connection: Sendable {
         let caller = accepted.caller
         let channel = accepted.channel.channel
         do {
-            try await accepted.channel.executeThenClose { inbound, outbound in
+            try await accepted.channel.executeThenClose { inbound, _ in
                 try await withGracefulShutdownHandler {
-                    try await serve(inbound: inbound, outbound: outbound, caller: caller)
+                    try await serve(inbound: inbound, channel: channel, caller: caller)
                 } onGracefulShutdown: {
                     // Read no more requests; the ones in flight still get their answers.
                     channel.close(mode: .input, promise: nil)
@@ -49,7 +50,7 @@ struct Connection: Sendable {
 
     private func serve(
         inbound: NIOAsyncChannelInboundStream<ConnectionEvent>,
-        outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>,
+        channel: any Channel,
         caller: Caller
     ) async throws {
         let inFlight = RequestCount()
@@ -61,7 +62,9 @@ struct Connection: Sendable {
                 case .request(let request):
                     guard inFlight.value < limit else {
                         let busy = ErrorObject(.brokerBusy, "too many requests in flight on this connection")
-                        if let response = dispatcher.reject(request, with: busy) { try await outbound.write(response) }
+                        if let response = dispatcher.reject(request, with: busy) {
+                            try await channel.writeAndFlush(response)
+                        }
                         continue
                     }
                     inFlight.add(1)
@@ -72,7 +75,7 @@ struct Connection: Sendable {
                             metrics.inFlight.subtract(1, ordering: .relaxed)
                         }
                         if let response = await dispatcher.answer(request, caller: caller) {
-                            try await outbound.write(response)
+                            try await channel.writeAndFlush(response)
                         }
                     }
                 case .frameTooLarge:
@@ -81,14 +84,14 @@ struct Connection: Sendable {
                         "a message is limited to \(settings.configuration.maximumFrameBytes) bytes; closing"
                     )
                     metrics.recordError(method: "", error: error, correlationId: nil)
-                    try await outbound.write(Dispatcher.encode(ErrorResponse(id: nil, error: error)))
+                    try await channel.writeAndFlush(Dispatcher.encode(ErrorResponse(id: nil, error: error)))
                     break reading
                 case .idle(let partialFrame):
                     guard inFlight.value == 0 else { continue }
                     if partialFrame {
                         let error = ErrorObject(.timeout, "half a message arrived and then nothing; closing")
                         metrics.recordError(method: "", error: error, correlationId: nil)
-                        try await outbound.write(Dispatcher.encode(ErrorResponse(id: nil, error: error)))
+                        try await channel.writeAndFlush(Dispatcher.encode(ErrorResponse(id: nil, error: error)))
                     }
                     break reading
                 }

@@ -92,6 +92,8 @@ final class FrameHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     private func checkIdle(context: ChannelHandlerContext) {
+        // A peer still receiving a large answer is busy, not idle: data waiting to go out counts as activity.
+        if !context.channel.isWritable { lastActivity = .now() }
         let idleFor = NIODeadline.now() - lastActivity
         if idleFor >= idleTimeout, !overflowed {
             lastActivity = .now()

@@ -8,10 +8,15 @@ enum SocketPath {
         let directory = (path as NSString).deletingLastPathComponent
         var info = stat()
         if lstat(directory, &info) != 0 {
-            guard mkdir(directory, 0o700) == 0 || errno == EEXIST else {
-                throw ServerError(
-                    "cannot create the socket directory \(directory): \(String(cString: strerror(errno)))"
+            do {
+                // Missing parents are created too (a TOKENBROKER_SOCKET under a new directory); all private.
+                try FileManager.default.createDirectory(
+                    atPath: directory,
+                    withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: 0o700]
                 )
+            } catch {
+                throw ServerError("cannot create the socket directory \(directory): \(error)")
             }
         } else {
             guard (info.st_mode & S_IFMT) == S_IFDIR else { throw ServerError("\(directory) is not a directory") }

@@ -75,7 +75,7 @@ public final class SocketServer: Service {
             listener.channel.close(promise: nil)
         }
         // Connections accepted while the listener closed may never have reached the loop above (apple/swift-nio
-        // #2813): answer and close them here, or NIO traps on their unfinished writers.
+        // #2813): answer and close them here rather than leave them open.
         for leftover in unclaimed.takeAll() {
             await Connection(accepted: leftover, settings: connections, metrics: metrics)
                 .refuse(ErrorObject(.brokerBusy, "the broker is stopping; retry"))
@@ -177,7 +177,7 @@ public final class SocketServer: Service {
                     // A refused peer gets one error line; whatever it sends is never read as a request.
                     try channel.pipeline.syncOperations.addHandler(DiscardInbound())
                 }
-                let async = try NIOAsyncChannel<ConnectionEvent, ByteBuffer>(wrappingChannelSynchronously: channel)
+                let async = try NIOAsyncChannel<ConnectionEvent, Never>(wrappingChannelSynchronously: channel)
                 let accepted = AcceptedConnection(caller: caller, refusal: refusal, channel: async)
                 self.unclaimed.insert(accepted)
                 return accepted
@@ -205,7 +205,7 @@ public final class SocketServer: Service {
 struct AcceptedConnection: Sendable {
     let caller: Caller
     let refusal: ErrorObject?
-    let channel: NIOAsyncChannel<ConnectionEvent, ByteBuffer>
+    let channel: NIOAsyncChannel<ConnectionEvent, Never>
 
     var id: ObjectIdentifier {
         ObjectIdentifier(channel.channel)

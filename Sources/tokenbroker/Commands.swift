@@ -1,7 +1,12 @@
 public import ArgumentParser
 import BrokerClient
 public import BrokerProtocol
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 struct Status: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show whether the broker runs, and what it holds.")
@@ -150,11 +155,10 @@ struct Import: AsyncParsableCommand {
 
     func run() async throws {
         let data: Data
-        do {
-            data =
-                file == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(filePath: file))
-        } catch {
-            Output.error("cannot read \(file): \((error as NSError).localizedDescription)")
+        switch Files.read(file == "-" ? nil : file) {
+        case .success(let bytes): data = Data(bytes)
+        case .failure(let reason):
+            Output.error("cannot read \(file): \(reason)")
             throw ExitCode(66)
         }
         guard data.count <= WireProtocol.maximumResponseBytes else {
@@ -198,7 +202,7 @@ struct Export: AsyncParsableCommand {
             let export = try await broker.exportCache(format: format, clientId: clientId)
             let bytes = Data(export.data.reveal().utf8)
             guard let output else {
-                FileHandle.standardOutput.write(bytes + Data("\n".utf8))
+                Output.write(1, Array(bytes) + [UInt8(ascii: "\n")])
                 return
             }
             try Files.writePrivately(bytes, to: output)

@@ -1,5 +1,12 @@
 import ArgumentParser
+import BrokerProtocol
+import Glibc
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Text formatting for people.
 enum Format {
@@ -8,7 +15,7 @@ enum Format {
         let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
         return all.map { row in
             row.enumerated().map { index, cell in
-                index == row.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+                index == row.count - 1 ? cell : cell + String(repeating: " ", count: max(0, widths[index] - cell.count))
             }.joined(separator: "  ")
         }.joined(separator: "\n")
     }
@@ -21,7 +28,7 @@ enum Format {
     }
 
     static func time(_ date: Date) -> String {
-        date.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: false))
+        date.ISO8601Format()
     }
 
     /// The `tokenbroker login` command that would satisfy a `token` request.
@@ -35,13 +42,39 @@ enum Format {
 
     static func shellQuoted(_ text: String) -> String {
         let safe = text.unicodeScalars.allSatisfy {
-            CharacterSet.alphanumerics.contains($0) || "-_./:=@".unicodeScalars.contains($0)
+            ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)))
+                || "-_./:=@".unicodeScalars.contains($0)
         }
-        return safe ? text : "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        return safe ? text : "'" + text.replacing("'", with: "'\\''") + "'"
     }
 }
 
 enum Files {
+    /// The bytes of the file at `path` (stdin when nil), or why they cannot be read.
+    static func read(_ path: String?) -> Result<[UInt8], FileError> {
+        let fd = path.map { open($0, O_RDONLY | O_CLOEXEC) } ?? 0
+        guard fd >= 0 else { return .failure(FileError(String(cString: strerror(errno)))) }
+        defer { if path != nil { close(fd) } }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = Glibc.read(fd, &chunk, chunk.count)
+            if count == 0 { return .success(bytes) }
+            guard count > 0 else { return .failure(FileError(String(cString: strerror(errno)))) }
+            bytes += chunk[0..<count]
+            // Larger than any export: stop reading, the caller refuses it.
+            if bytes.count > WireProtocol.maximumResponseBytes { return .success(bytes) }
+        }
+    }
+
+    struct FileError: Error, CustomStringConvertible {
+        let description: String
+
+        init(_ description: String) {
+            self.description = description
+        }
+    }
+
     /// Writes `data` to a new file at `path` with mode 0600, refusing to follow a symlink or overwrite.
     static func writePrivately(_ data: Data, to path: String) throws {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)

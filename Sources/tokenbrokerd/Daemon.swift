@@ -18,7 +18,8 @@ struct Daemon: AsyncParsableCommand {
         abstract: "The per-user token broker: one shared OAuth/OpenID Connect token cache for every app of the user.",
         discussion: """
             Serves the broker protocol (Protocol/ in the source tree) on a Unix socket:
-            $TOKENBROKER_SOCKET, else $XDG_RUNTIME_DIR/tokenbroker/broker.sock.
+            $TOKENBROKER_SOCKET, else $XDG_RUNTIME_DIR/tokenbroker/broker.sock, else the same under
+            /run/user/<uid>.
             Keeps its sealed cache in the state directory: $STATE_DIRECTORY under systemd,
             else $XDG_STATE_HOME/tokenbroker (~/.local/state/tokenbroker).
 
@@ -28,7 +29,10 @@ struct Daemon: AsyncParsableCommand {
         version: TokenBroker.version
     )
 
-    @Option(help: "The socket to serve (default: $TOKENBROKER_SOCKET, else $XDG_RUNTIME_DIR/tokenbroker/broker.sock).")
+    @Option(
+        help:
+            "The socket to serve (default: $TOKENBROKER_SOCKET, else $XDG_RUNTIME_DIR/tokenbroker/broker.sock, else /run/user/<uid>/tokenbroker/broker.sock)."
+    )
     var socket: String?
 
     @Option(help: "The state directory holding the cache database and its key.")

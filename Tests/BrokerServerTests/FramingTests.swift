@@ -19,15 +19,15 @@ struct FramingTests {
         }
     }
 
-    /// A request with `"id": null` is answered with `"id": null`, and the broker fills in a correlation id.
-    @Test func answersNullIdsWithACorrelationId() async throws {
+    /// An error for a request the broker ran carries a correlation id, the broker's own when none was sent.
+    @Test func errorsCarryACorrelationId() async throws {
         try await withTestServer { path in
             let fd = try UnixSocket.connect(path)
             defer { close(fd) }
-            let text = #"{"jsonrpc":"2.0","id":null,"method":"getAccount","params":{"username":"nobody@contoso.com"}}"#
+            let text = #"{"jsonrpc":"2.0","id":5,"method":"getAccount","params":{"username":"nobody@contoso.com"}}"#
             try await UnixSocket.send(fd, Array((text + "\n").utf8))
             let line = try #require(await UnixSocket.readLines(fd, count: 1).lines.first)
-            #expect(try object(line)["id"] == .null)
+            #expect(try object(line)["id"] == .integer(5))
             #expect(try errorCode(line) == "no_account")
             let correlationId = try object(line)["error"]?.objectValue?["data"]?.objectValue?["correlationId"]?
                 .stringValue
@@ -242,6 +242,79 @@ struct RefusedPeerTests {
                 close(fd)
             }
             try await waitForOpenConnections(1, asking: admitted)
+        }
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct SocketDirectoryTests {
+    /// A socket path under directories that do not exist yet gets them, each private.
+    @Test func createsMissingParentsPrivately() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("a/b/broker.sock")
+        let server = try await secondServer(path: path, directory: directory)
+        try await withThrowingTaskGroup { tasks in
+            tasks.addTask { try await server.run() }
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !UnixSocket.canConnect(path), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(UnixSocket.canConnect(path))
+            for component in ["a", "a/b"] {
+                let mode =
+                    try FileManager.default.attributesOfItem(atPath: directory.path(component))[.posixPermissions]
+                    as? Int
+                #expect(mode == 0o700, "\(component)")
+            }
+            tasks.cancelAll()
+        }
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct SlowReaderTests {
+    /// A client that reads large answers slowly, longer than the idle timeout, still gets every one whole:
+    /// data waiting to go out is activity, and an answer counts as in flight until it reached the socket.
+    @Test func slowReadersGetEveryLargeAnswer() async throws {
+        let people = (0..<120).map { index in
+            CacheFixtures.Person(
+                oid: String(format: "00000000-0000-4000-8000-%012d", index),
+                username: "s\(index)@contoso.com",
+                name: "S"
+            )
+        }
+        try await withTestServer(idleTimeout: .milliseconds(200), documents: [CacheFixtures.msalCache(people: people)])
+        { path in
+            let fd = try UnixSocket.connect(path, receiveTimeout: .seconds(10))
+            defer { close(fd) }
+            // Answered in tasks (exportCache) and on the event loop (getAccounts, whose writes nothing awaits).
+            let requests =
+                (1...4).map {
+                    #"{"jsonrpc":"2.0","id":\#($0),"method":"\#($0.isMultiple(of: 2) ? "getAccounts" : "exportCache")"}"#
+                }
+                .joined(separator: "\n") + "\n"
+            try await UnixSocket.send(fd, Array(requests.utf8))
+            let received = await offload { () -> [UInt8] in
+                var bytes: [UInt8] = []
+                var chunk = [UInt8](repeating: 0, count: 16384)
+                while bytes.filter({ $0 == UInt8(ascii: "\n") }).count < 4 {
+                    usleep(15_000)  // about 1 MB/s: the answers take longer than the idle timeout to read
+                    let count = read(fd, &chunk, chunk.count)
+                    if count <= 0 { break }
+                    bytes += chunk[0..<count]
+                }
+                return bytes
+            }
+            let lines = received.split(separator: UInt8(ascii: "\n"))
+            #expect(lines.count == 4)
+            for line in lines {
+                let result = try JSONValue.parse(Array(line)).objectValue?["result"]?.objectValue
+                let accounts: Int? =
+                    if case .array(let listed)? = result?["accounts"] { listed.count } else {
+                        result?["counts"]?.objectValue?["accounts"]?.integerValue.map(Int.init)
+                    }
+                #expect(accounts == 120)
+            }
         }
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A strictly parsed JSON document: one flat array of nodes over the original bytes.
 ///

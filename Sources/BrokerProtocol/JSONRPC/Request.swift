@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A JSON-RPC 2.0 request as a client sends it.
 public struct Request<Params: Encodable & Sendable>: Encodable, Sendable {
@@ -25,7 +29,7 @@ public struct Request<Params: Encodable & Sendable>: Encodable, Sendable {
 
 /// A decoded request as the broker receives it: the id, and the call with typed params.
 public struct IncomingRequest: Sendable {
-    /// The request's id; nil for `"id": null` (answered with `"id": null`) and for notifications.
+    /// The request's id; nil only for notifications (a null id is refused as `invalid_request`).
     public var id: RequestID?
     /// Whether the request had no `id` member: a JSON-RPC notification, run but never answered.
     public var isNotification: Bool

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// Decodes request frames into ``IncomingRequest``s, classifying every failure as JSON-RPC says.
 ///
@@ -78,6 +82,8 @@ private struct Envelope: Decodable {
         let hasID = container.contains(.id)
         let id: RequestID?
         do {
+            // Ids are integers or strings: a null id could not be told apart from the broker's id-less errors.
+            if hasID, try container.decodeNil(forKey: .id) { throw RequestRejection.nullID }
             id = try container.decodeIfPresent(RequestID.self, forKey: .id)
         } catch {
             outcome = .failure(
@@ -205,3 +211,10 @@ private struct Envelope: Decodable {
 /// Lets error messages tell arrays from objects without naming every element type.
 private protocol ArrayMarker {}
 extension Array: ArrayMarker {}
+
+extension RequestRejection {
+    /// Thrown inside envelope decoding for `"id": null`; reported like any id of the wrong type.
+    fileprivate static let nullID = NullIDError()
+}
+
+private struct NullIDError: Error {}

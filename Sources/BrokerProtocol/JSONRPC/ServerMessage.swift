@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A message from the broker as a client reads it: a response to one of its requests, or a notification.
 public enum ServerMessage: Sendable {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// Decodes `Decodable` values from strict JSON (see ``JSONTape``): the protocol's wire decoder.
 ///

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// base64url without padding (RFC 4648 §5), as JWTs and `client_info` use it.
 public enum Base64URL {

@@ -1,10 +1,15 @@
 import BrokerProtocol
-import Foundation
 import NIOCore
 import NIOPosix
 
-/// One connection to the broker, carrying any number of concurrent calls.
-final class Connection: Sendable {
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// A connection on SwiftNIO's event loops, carrying any number of concurrent calls and their notifications.
+final class EventLoopConnection: Transport {
     private let channel: any Channel
     let pending: PendingCalls
     let socketPath: String
@@ -16,7 +21,7 @@ final class Connection: Sendable {
     }
 
     /// Connects to the socket at `path`.
-    static func connect(to path: String) async throws(BrokerError) -> Connection {
+    static func connect(to path: String) async throws(BrokerError) -> EventLoopConnection {
         let pending = PendingCalls()
         let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(.seconds(5))
@@ -30,26 +35,10 @@ final class Connection: Sendable {
             }
         do {
             let channel = try await bootstrap.connect(unixDomainSocketPath: path).get()
-            return Connection(channel: channel, pending: pending, socketPath: path)
+            return EventLoopConnection(channel: channel, pending: pending, socketPath: path)
         } catch {
-            throw Self.unavailable(path, error)
+            throw BrokerError.unavailable(path, errno: (error as? IOError)?.errnoCode ?? 0)
         }
-    }
-
-    private static func unavailable(_ path: String, _ error: any Error) -> BrokerError {
-        let reason: String
-        if !FileManager.default.fileExists(atPath: path) {
-            reason = "no broker socket at \(path)"
-        } else if let io = error as? IOError, io.errnoCode == EACCES {
-            reason = "no permission to use \(path)"
-        } else {
-            reason = "nothing answers on \(path)"
-        }
-        return BrokerError(
-            .brokerUnavailable,
-            "the token broker is not running (\(reason)); start it with `systemctl --user start tokenbrokerd.socket`, "
-                + "or run `tokenbrokerd` in a terminal"
-        )
     }
 
     /// Sends a request and waits for its result.
@@ -68,22 +57,12 @@ final class Connection: Sendable {
             promise.fail(error)
             throw error
         }
-        var bytes: [UInt8]
-        do {
-            bytes = try WireEncoder().encode(Request(id: id, method: method, params: params))
+        let bytes: [UInt8]
+        do throws(BrokerError) {
+            bytes = try requestFrame(id: id, method: method, params: params)
         } catch {
-            let failure = BrokerError(.invalidRequest, "the request could not be encoded: \(error)")
-            pending.complete(id, with: .failure(failure))
-            throw failure
-        }
-        bytes.append(UInt8(ascii: "\n"))
-        guard bytes.count <= WireProtocol.maximumFrameBytes + 1 else {
-            let failure = BrokerError(
-                .invalidRequest,
-                "the request is \(bytes.count) bytes; the broker accepts at most \(WireProtocol.maximumFrameBytes)"
-            )
-            pending.complete(id, with: .failure(failure))
-            throw failure
+            pending.complete(id, with: .failure(error))
+            throw error
         }
         channel.writeAndFlush(ByteBuffer(bytes: bytes)).whenFailure { [pending] _ in
             pending.complete(id, with: .failure(BrokerError(.connectionLost, "the request could not be sent")))
@@ -109,5 +88,13 @@ final class Connection: Sendable {
     /// Closes the connection; calls still waiting fail with `connection_lost`.
     func close() async {
         try? await channel.close()
+    }
+
+    func listen(to correlationId: String, _ listener: @escaping @Sendable (ServerNotification) -> Void) {
+        pending.listen(to: correlationId, listener)
+    }
+
+    func stopListening(to correlationId: String) {
+        pending.stopListening(to: correlationId)
     }
 }

@@ -1,0 +1,148 @@
+import BrokerProtocol
+import Glibc
+import Synchronization
+
+/// A connection that does blocking socket I/O on the calling thread, one call at a time.
+///
+/// It starts no thread and no event loop, so a short-lived tool spends its time on its one request rather than
+/// on setting up concurrency (about 2 ms of a 5 ms process, measured). Concurrent calls queue behind each other;
+/// a call cannot be cancelled once sent (the process can be). Notifications for the running call are delivered
+/// on the calling thread while it waits; a listener must not call the broker itself (the call lock is held).
+final class BlockingConnection: Transport {
+    let socketPath: String
+    /// Held for the whole of a call: calls run one at a time.
+    private let state: Mutex<State>
+    /// Separate, so a listener runs without the call lock's listener table locked.
+    private let listeners = Mutex<[String: @Sendable (ServerNotification) -> Void]>([:])
+
+    private struct State {
+        var fd: Int32
+        var nextID: Int64 = 1
+        var buffer: [UInt8] = []
+    }
+
+    private init(fd: Int32, socketPath: String) {
+        self.socketPath = socketPath
+        self.state = Mutex(State(fd: fd))
+    }
+
+    deinit {
+        state.withLock { state in
+            if state.fd >= 0 { Glibc.close(state.fd) }
+        }
+    }
+
+    /// Connects to the socket at `path`.
+    static func connect(to path: String) throws(BrokerError) -> BlockingConnection {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw BrokerError(.internal, "cannot create a socket") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            Glibc.close(fd)
+            throw BrokerError(.invalidRequest, "the socket path is too long: \(path)")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard connected == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            throw BrokerError.unavailable(path, errno: code)
+        }
+        return BlockingConnection(fd: fd, socketPath: path)
+    }
+
+    func call<Params: Encodable & Sendable, Result: Decodable & Sendable>(
+        _ method: MethodName,
+        _ params: Params,
+        as type: Result.Type
+    ) async throws(BrokerError) -> Result {
+        try state.withLock { (state) throws(BrokerError) -> Result in
+            guard state.fd >= 0 else { throw BrokerError(.connectionLost, "the connection to the broker is closed") }
+            let id = RequestID.number(state.nextID)
+            state.nextID += 1
+            try Self.send(try requestFrame(id: id, method: method, params: params), on: state.fd)
+            let decoder = ServerMessageDecoder { candidate in candidate == id ? Result.self : nil }
+            while true {
+                let line = try Self.readLine(&state)
+                let message: ServerMessage
+                do {
+                    message = try decoder.decode(line)
+                } catch {
+                    throw BrokerError(.internal, "the broker sent a message this library cannot read")
+                }
+                switch message {
+                case .result(id, let value):
+                    guard let result = value as? Result else {
+                        throw BrokerError(.internal, "the broker's answer has an unexpected shape")
+                    }
+                    return result
+                case .error(let errorID, let error) where errorID == id || errorID == nil:
+                    throw BrokerError(error)
+                case .notification(let notification):
+                    if let correlationId = notification.correlationId,
+                        let listener = listeners.withLock({ $0[correlationId] })
+                    {
+                        listener(notification)
+                    }
+                default:
+                    // An answer to an earlier, abandoned call: not ours.
+                    continue
+                }
+            }
+        }
+    }
+
+    func listen(to correlationId: String, _ listener: @escaping @Sendable (ServerNotification) -> Void) {
+        listeners.withLock { $0[correlationId] = listener }
+    }
+
+    func stopListening(to correlationId: String) {
+        listeners.withLock { _ = $0.removeValue(forKey: correlationId) }
+    }
+
+    func close() async {
+        state.withLock { state in
+            if state.fd >= 0 { Glibc.close(state.fd) }
+            state.fd = -1
+        }
+    }
+
+    private static func send(_ bytes: [UInt8], on fd: Int32) throws(BrokerError) {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else { throw BrokerError(.connectionLost, "the connection to the broker closed") }
+            offset += written
+        }
+    }
+
+    /// The next line from the broker, without its newline; bounded by the protocol's largest response.
+    private static func readLine(_ state: inout State) throws(BrokerError) -> [UInt8] {
+        var scanned = 0
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            if let newline = state.buffer[scanned...].firstIndex(of: UInt8(ascii: "\n")) {
+                let line = Array(state.buffer[..<newline])
+                state.buffer.removeSubrange(...newline)
+                return line
+            }
+            scanned = state.buffer.count
+            guard state.buffer.count <= WireProtocol.maximumResponseBytes else {
+                throw BrokerError(.internal, "the broker sent a message larger than the protocol allows")
+            }
+            let count = Glibc.read(state.fd, &chunk, chunk.count)
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { throw BrokerError(.connectionLost, "the connection to the broker closed") }
+            state.buffer += chunk[0..<count]
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import BrokerProtocol
+import Glibc
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// How calls reach the broker: the event-loop connection (concurrent calls) or the blocking one (one call at a
+/// time, nothing started in the background).
+protocol Transport: Sendable {
+    var socketPath: String { get }
+
+    /// Sends a request and returns its result; throws the broker's error, or a transport failure.
+    func call<Params: Encodable & Sendable, Result: Decodable & Sendable>(
+        _ method: MethodName,
+        _ params: Params,
+        as type: Result.Type
+    ) async throws(BrokerError) -> Result
+
+    /// Delivers the notifications of the request with this correlation id to `listener`.
+    func listen(to correlationId: String, _ listener: @escaping @Sendable (ServerNotification) -> Void)
+
+    /// Stops delivering them.
+    func stopListening(to correlationId: String)
+
+    /// Closes the connection.
+    func close() async
+}
+
+/// One request line: the wire encoding of the request and its newline, refused when over the frame limit.
+func requestFrame<Params: Encodable & Sendable>(
+    id: RequestID,
+    method: MethodName,
+    params: Params
+) throws(BrokerError) -> [UInt8] {
+    var bytes: [UInt8]
+    do {
+        bytes = try WireEncoder().encode(Request(id: id, method: method, params: params))
+    } catch {
+        throw BrokerError(.invalidRequest, "the request could not be encoded: \(error)")
+    }
+    guard bytes.count <= WireProtocol.maximumFrameBytes else {
+        throw BrokerError(
+            .invalidRequest,
+            "the request is \(bytes.count) bytes; the broker accepts at most \(WireProtocol.maximumFrameBytes)"
+        )
+    }
+    bytes.append(UInt8(ascii: "\n"))
+    return bytes
+}
+
+extension BrokerError {
+    /// No broker answers at `path`: why, and how to start one.
+    static func unavailable(_ path: String, errno code: Int32) -> BrokerError {
+        let reason: String
+        if !FileManager.default.fileExists(atPath: path) {
+            reason = "no broker socket at \(path)"
+        } else if code == EACCES {
+            reason = "no permission to use \(path)"
+        } else {
+            reason = "nothing answers on \(path)"
+        }
+        return BrokerError(
+            .brokerUnavailable,
+            "the token broker is not running (\(reason)); start it with `systemctl --user start tokenbrokerd.socket`, "
+                + "or run `tokenbrokerd` in a terminal"
+        )
+    }
+}

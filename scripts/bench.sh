@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The benchmark (a command, never a test): builds in release, then measures cached acquireTokenSilently over
+# the socket beside the raw Unix-socket floor measured in the same run, and the rest of BENCHMARKS.md.
+#
+#   scripts/bench.sh [--quick]        --quick: fewer round trips, shorter windows (for a smoke run)
+#
+# Prints a report (markdown) on stdout; raw results go to .build-bench/results.jsonl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+
+COUNT=100000; SECONDS_PER_RUN=3; TOKEN_RUNS=200
+[ "${1:-}" = "--quick" ] && { COUNT=20000; SECONDS_PER_RUN=1; TOKEN_RUNS=50; }
+
+need_packages libsqlite3-dev libsystemd-dev pkg-config gcc hyperfine >&2
+echo "building release binaries (static Swift runtime)" >&2
+swift build -c release --static-swift-stdlib --product tokenbrokerd >&2
+swift build -c release --static-swift-stdlib --product tokenbroker >&2
+swift build -c release --static-swift-stdlib --product tokenbroker-bench >&2
+BIN=$(swift build -c release --static-swift-stdlib --show-bin-path)
+OUT=.build-bench; mkdir -p "$OUT"; RESULTS="$OUT/results.jsonl"; : > "$RESULTS"
+cc -O2 -o "$OUT/floor_server" Benchmarks/floor/floor_server.c
+
+WORK=$(mktemp -d); DAEMON=""; FLOOR=""
+cleanup() { for pid in $DAEMON $FLOOR; do kill "$pid" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+start_daemon() {  # $1: name
+  rm -rf "$WORK/$1"; mkdir -p "$WORK/$1"
+  "$BIN/tokenbrokerd" --socket "$WORK/$1/broker.sock" --state-directory "$WORK/$1/state" 2>"$WORK/$1.log" &
+  DAEMON=$!
+  for _ in $(seq 200); do [ -S "$WORK/$1/broker.sock" ] && break; sleep 0.02; done
+}
+rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+bench() { "$BIN/tokenbroker-bench" "$@" | tee -a "$RESULTS"; }
+
+echo "=== broker with 10 cached tokens" >&2
+start_daemon small
+sleep 0.5
+IDLE_RSS=$(rss_kb "$DAEMON")
+bench seed --socket "$WORK/small/broker.sock" --tokens 10 --request-file "$WORK/request.json" >/dev/null
+SOCK="$WORK/small/broker.sock"
+RESPONSE_BYTES=$("$BIN/tokenbroker-bench" latency --socket "$SOCK" --request "$WORK/request.json" --count 10 --warmup 0 \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["response_bytes"])')
+"$OUT/floor_server" "$WORK/floor.sock" "$RESPONSE_BYTES" & FLOOR=$!
+for _ in $(seq 100); do [ -S "$WORK/floor.sock" ] && break; sleep 0.02; done
+
+echo "=== latency, one client ($COUNT round trips)" >&2
+bench latency --label floor --socket "$WORK/floor.sock" --request "$WORK/request.json" --count "$COUNT" >/dev/null
+bench latency --label broker --socket "$SOCK" --request "$WORK/request.json" --count "$COUNT" >/dev/null
+
+echo "=== throughput and server CPU per request" >&2
+for connections in 1 8 32 64; do
+  bench throughput --label floor --socket "$WORK/floor.sock" --request "$WORK/request.json" --connections "$connections" --seconds "$SECONDS_PER_RUN" --server-pid "$FLOOR" >/dev/null
+  bench throughput --label broker --socket "$SOCK" --request "$WORK/request.json" --connections "$connections" --seconds "$SECONDS_PER_RUN" --server-pid "$DAEMON" >/dev/null
+done
+
+echo "=== tokenbroker token as a whole process ($TOKEN_RUNS runs)" >&2
+TOKEN_ARGS=$(python3 - "$WORK/request.json" <<'PY'
+import json, sys, shlex
+p = json.load(open(sys.argv[1]))["params"]["authParameters"]
+print(" ".join(shlex.quote(a) for a in ["token", "--client-id", p["clientId"], "--authority", p["authority"],
+      "--scope", p["requestedScopes"][0], "--account", p["account"]["identifier"]]))
+PY
+)
+TOKENBROKER_SOCKET="$SOCK" hyperfine -N --warmup 10 --runs "$TOKEN_RUNS" --export-json "$OUT/token.json" \
+  "$BIN/tokenbroker $TOKEN_ARGS" >&2
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(json.dumps({"kind":"process","label":"tokenbroker token","median_ms":r["median"]*1000,"mean_ms":r["mean"]*1000,"max_ms":r["max"]*1000}))' "$OUT/token.json" | tee -a "$RESULTS" >/dev/null
+if [ -x scripts/bench-oidc-token.sh ]; then scripts/bench-oidc-token.sh "$TOKEN_RUNS" | tee -a "$RESULTS" >/dev/null || echo "oidc-token comparison failed" >&2; fi
+kill "$DAEMON"; wait "$DAEMON" 2>/dev/null || true
+
+echo "=== broker with 10,000 cached tokens" >&2
+start_daemon large
+bench seed --socket "$WORK/large/broker.sock" --tokens 10000 --request-file "$WORK/request-large.json" >/dev/null
+sleep 0.5
+LOADED_RSS=$(rss_kb "$DAEMON")
+bench latency --label broker-10k --socket "$WORK/large/broker.sock" --request "$WORK/request-large.json" --count "$COUNT" >/dev/null
+bench throughput --label broker-10k --socket "$WORK/large/broker.sock" --request "$WORK/request-large.json" --connections 32 --seconds "$SECONDS_PER_RUN" --server-pid "$DAEMON" >/dev/null
+echo "{\"kind\":\"rss\",\"idle_kb\":$IDLE_RSS,\"loaded_10k_kb\":$LOADED_RSS}" | tee -a "$RESULTS" >/dev/null
+
+echo "=== lookup cost in process" >&2
+bench lookup --tokens 10 >/dev/null
+bench lookup --tokens 10000 >/dev/null
+
+python3 scripts/bench_report.py "$RESULTS"

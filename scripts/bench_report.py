@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Turns the benchmark's results.jsonl into the markdown tables of BENCHMARKS.md."""
+import json
+import sys
+
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+by = lambda kind, **match: [r for r in rows if r["kind"] == kind and all(r.get(k) == v for k, v in match.items())]
+
+print("### Latency, one client (µs)\n")
+print("| server | p50 | p90 | p99 | p99.9 | response bytes |")
+print("|---|---|---|---|---|---|")
+for r in by("latency"):
+    print(f"| {r['label']} | {r['p50_us']:.1f} | {r['p90_us']:.1f} | {r['p99_us']:.1f} | {r['p999_us']:.1f} | {r['response_bytes']} |")
+
+print("\n### Throughput and server CPU per request\n")
+print("| clients | floor req/s | broker req/s | broker / floor | floor CPU µs/req | broker CPU µs/req | broker p50 / p99 µs |")
+print("|---|---|---|---|---|---|---|")
+for connections in (1, 8, 32, 64):
+    floor = by("throughput", label="floor", connections=connections)
+    broker = by("throughput", label="broker", connections=connections)
+    if not floor or not broker:
+        continue
+    f, b = floor[0], broker[0]
+    print(f"| {connections} | {f['rps']:,.0f} | {b['rps']:,.0f} | {b['rps'] / f['rps']:.2f} | "
+          f"{f.get('server_cpu_us_per_request', 0):.1f} | {b.get('server_cpu_us_per_request', 0):.1f} | "
+          f"{b['p50_us']:.0f} / {b['p99_us']:.0f} |")
+for r in by("throughput", label="broker-10k"):
+    print(f"| {r['connections']} (10,000 tokens) | | {r['rps']:,.0f} | | | {r.get('server_cpu_us_per_request', 0):.1f} | {r['p50_us']:.0f} / {r['p99_us']:.0f} |")
+
+print("\n### Memory and lookup cost\n")
+for r in by("rss"):
+    print(f"- daemon RSS idle: {r['idle_kb'] / 1024:.1f} MiB; with 10,000 cached tokens: {r['loaded_10k_kb'] / 1024:.1f} MiB")
+for r in by("lookup"):
+    print(f"- cache lookup (TokenBroker.cachedToken, in process) with {r['tokens']:,} tokens: {r['us_per_lookup']:.2f} µs")
+
+print("\n### Whole process\n")
+for r in by("process"):
+    print(f"- `{r['label']}`: median {r['median_ms']:.2f} ms, mean {r['mean_ms']:.2f} ms, max {r['max_ms']:.2f} ms")

@@ -1,0 +1,44 @@
+# Shared helpers for scripts/*.sh (sourced, not run).
+
+# Run as root or through sudo.
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Install the Debian packages named, when any is missing.
+need_packages() {
+  local missing=()
+  for package in "$@"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "installing ${missing[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# The first Python >= 3.12 on this machine (oidc-provider-mock 0.4 needs it), else python3.
+pick_python() {
+  local candidate
+  for candidate in python3.13 python3.12 "$HOME"/.pyenv/versions/3.13*/bin/python3 \
+                   "$HOME"/.pyenv/versions/3.12*/bin/python3 /root/.pyenv/versions/3.1[23]*/bin/python3; do
+    if "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; then
+      echo "$candidate"; return
+    fi
+  done
+  echo python3
+}
+
+# A virtualenv with the tests' Python packages, created once (in .venv-tests/, ignored by git).
+test_venv() {
+  local venv=".venv-tests" python
+  if [ ! -x "$venv/bin/python" ] || ! cmp -s Tests/wire/requirements.txt "$venv/.requirements"; then
+    python=$(pick_python)
+    echo "creating $venv with $("$python" --version 2>&1)"
+    rm -rf "$venv"
+    "$python" -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r Tests/wire/requirements.txt
+    cp Tests/wire/requirements.txt "$venv/.requirements"
+  fi
+  echo "$venv/bin/python"
+}
