@@ -95,6 +95,13 @@ let package = Package(
             path: "Benchmarks/tokenbroker-bench",
             swiftSettings: swiftSettings
         ),
+        // The Entra-shaped identity provider the tests start (test support, never a product).
+        .executableTarget(
+            name: "tokenbroker-test-idp",
+            dependencies: ["BrokerProtocol", nioCore, nioPosix, nioHTTP1, crypto, cryptoExtras, argumentParser],
+            path: "Tests/TestIdentityProvider",
+            swiftSettings: swiftSettings
+        ),
         // Test-only helpers: temporary directories, starting the built daemon, cache fixtures.
         .target(
             name: "BrokerTestSupport",

@@ -1,0 +1,112 @@
+import Foundation
+
+/// The provider's shared state: codes, refresh tokens, device authorizations, faults and counters.
+///
+/// One actor guards it all; the grants live in extensions, one per file. The actor decides and records, and returns
+/// plain values: signing tokens and waiting out delays happen outside it, in each connection's task.
+actor IdentityProvider {
+    /// What a token endpoint request meets before its grant is looked at.
+    struct Admission: Sendable {
+        /// The fault to apply, if one matched.
+        let fault: Fault?
+
+        /// How long the answer waits: the global delay plus the fault's.
+        let delay: Duration
+    }
+
+    /// Tenant, clients and lifetimes.
+    let configuration: ProviderConfiguration
+
+    var codes: [String: AuthorizationCode] = [:]
+    var refreshTokens: [String: RefreshTokenRecord] = [:]
+    var deviceAuthorizations: [String: DeviceAuthorization] = [:]
+    /// Device codes by user code.
+    var deviceCodesByUserCode: [String: String] = [:]
+
+    private var faults = FaultQueue()
+    private var tokenDelay: Duration = .zero
+    private var tokenRequests = 0
+    private var tokenRequestsByGrant = [
+        "authorization_code": 0,
+        "refresh_token": 0,
+        "urn:ietf:params:oauth:grant-type:device_code": 0,
+    ]
+    private var authorizeRequests = 0
+    var deviceCodeRequests = 0
+
+    /// Creates a provider with no codes or tokens issued yet.
+    init(configuration: ProviderConfiguration) {
+        self.configuration = configuration
+    }
+
+    // MARK: Token endpoint admission
+
+    /// Counts a token endpoint request and takes the fault that applies to it, if any.
+    func admitTokenRequest(grantType: String?) -> Admission {
+        tokenRequests += 1
+        if let grantType { tokenRequestsByGrant[grantType, default: 0] += 1 }
+        let fault = faults.take(grantType: grantType)
+        return Admission(fault: fault, delay: tokenDelay + (fault?.delay ?? .zero))
+    }
+
+    /// Counts a `GET` of the authorization endpoint.
+    func countAuthorizeRequest() {
+        authorizeRequests += 1
+    }
+
+    // MARK: Refresh tokens
+
+    /// Records and returns a new refresh token for `user` issued to `clientID`.
+    func issueRefreshToken(user: User, clientID: String, scopes: [String], now: Date) -> String {
+        let token = "1.AQ" + Random.token(bytes: 48)
+        refreshTokens[token] = RefreshTokenRecord(
+            user: user,
+            clientID: clientID,
+            isFamily: configuration.isFamilyClient(clientID),
+            scopes: scopes,
+            expiresAt: configuration.refreshTokenLifetime.map { now.addingTimeInterval(TimeInterval($0)) }
+        )
+        return token
+    }
+
+    /// Sets every active refresh token of the user with `key` to `status`; returns how many changed.
+    @discardableResult
+    func setActiveRefreshTokens(ofUserWithKey key: String, to status: RefreshTokenRecord.Status) -> Int {
+        var changed = 0
+        for (token, record) in refreshTokens where record.user.key == key && record.status == .active {
+            refreshTokens[token]?.status = status
+            changed += 1
+        }
+        return changed
+    }
+
+    // MARK: Test control
+
+    /// Queues a fault; returns how many requests the queued faults now apply to.
+    func queueFault(_ fault: Fault) -> Int {
+        faults.append(fault)
+        return faults.left
+    }
+
+    /// Delays every token endpoint answer by `delay` until reset.
+    func setTokenDelay(_ delay: Duration) {
+        tokenDelay = delay
+    }
+
+    /// Clears faults and the delay; issued codes and tokens stay.
+    func reset() {
+        faults.removeAll()
+        tokenDelay = .zero
+    }
+
+    /// The counters.
+    func stats() -> ProviderStats {
+        ProviderStats(
+            tokenRequests: tokenRequests,
+            byGrant: tokenRequestsByGrant,
+            authorizeRequests: authorizeRequests,
+            deviceCodeRequests: deviceCodeRequests,
+            faultsLeft: faults.left
+        )
+    }
+}

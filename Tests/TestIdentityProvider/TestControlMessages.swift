@@ -1,0 +1,60 @@
+/// `POST /_test/fail-next`: queue a fault for the next token endpoint requests.
+struct FailNextRequest: Decodable {
+    let count: Int?
+    let status: Int?
+    let error: String?
+    let suberror: String?
+    let errorDescription: String?
+    let errorCode: Int?
+    let retryAfter: Int?
+    let grantType: String?
+    let delayMs: Int?
+}
+
+/// `POST /_test/delay`: delay every token endpoint answer.
+struct DelayRequest: Decodable {
+    let ms: Int
+}
+
+/// `POST /_test/revoke` and `POST /_test/expire-refresh-tokens`: the user whose refresh tokens are affected.
+struct UserRequest: Decodable {
+    let username: String
+}
+
+/// `POST /_test/device`: approve or deny a device code as the device login page does.
+struct DeviceDecisionRequest: Decodable {
+    let userCode: String
+    let username: String?
+    let action: String?
+}
+
+/// `GET /_test/stats`: what the provider has been asked so far.
+struct ProviderStats: Encodable {
+    /// Token endpoint requests received, counted before faults are applied.
+    let tokenRequests: Int
+
+    /// Token endpoint requests by `grant_type`.
+    let byGrant: [String: Int]
+
+    /// `GET` requests to the authorization endpoint.
+    let authorizeRequests: Int
+
+    /// Requests to the device authorization endpoint.
+    let deviceCodeRequests: Int
+
+    /// How many requests the queued faults still apply to.
+    let faultsLeft: Int
+}
+
+/// The answer of a test control call that changed something.
+struct ControlResult: Encodable {
+    let ok: Bool
+    let count: Int?
+    let faultsLeft: Int?
+}
+
+/// A JSON error of the test control API and of unknown paths.
+struct ControlError: Encodable {
+    let error: String
+    let message: String
+}
