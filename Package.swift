@@ -105,7 +105,7 @@ let package = Package(
         // Test-only helpers: temporary directories, starting the built daemon, cache fixtures.
         .target(
             name: "BrokerTestSupport",
-            dependencies: ["BrokerProtocol", "BrokerClient", "BrokerCache", logging],
+            dependencies: ["BrokerProtocol", "BrokerClient", "BrokerCache", "BrokerOAuth", logging],
             path: "Tests/BrokerTestSupport",
             swiftSettings: swiftSettings
         ),
@@ -117,7 +117,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BrokerOAuthTests",
-            dependencies: ["BrokerOAuth", "BrokerProtocol"],
+            dependencies: ["BrokerOAuth", "BrokerProtocol", "BrokerTestSupport", crypto, cryptoExtras],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -25,6 +25,11 @@ public final class Broker: Sendable {
         self.connection = connection
     }
 
+    /// The connection, for the calls defined in other files.
+    var transport: any Transport {
+        connection
+    }
+
     /// How a `Broker` talks to the daemon.
     public enum ConnectionMode: Sendable, Hashable {
         /// SwiftNIO event loops: any number of concurrent calls on one connection, notifications delivered as they

@@ -24,23 +24,36 @@ extension TokenBroker {
         return issue(token, from: found, request: request, correlationId: params.correlationId, caller: caller)
     }
 
-    /// `acquireTokenSilently`: a token from the cache; when none fits, `interaction_required`.
+    /// `acquireTokenSilently`: a fresh token from the cache; else one refreshed at the identity provider with the app's
+    /// or the family's refresh token (concurrent identical requests share one refresh); else `interaction_required`.
+    ///
+    /// While the provider is down, a cached token that is still valid is handed out.
     public nonisolated func acquireTokenSilently(
         _ params: AcquireTokenSilentlyParams,
         caller: Caller
     ) async throws(BrokerFailure) -> AcquireTokenResult {
+        let correlationId = params.correlationId ?? UUID().uuidString
         let request = try SilentRequest(params.authParameters, broker: self)
         let found = try cache.read { contents throws(BrokerFailure) in
             try request.lookUp(in: contents, now: nowSeconds)
         }
-        guard let token = found.accessToken, !request.bypassesCache else {
-            throw BrokerFailure(
-                .interactionRequired,
-                "no cached access token fits this request; sign in interactively",
-                details: .init(correlationId: params.correlationId)
-            )
+        if let token = found.accessToken, found.freshness == .fresh, !request.bypassesCache {
+            return issue(token, from: found, request: request, correlationId: correlationId, caller: caller)
         }
-        return issue(token, from: found, request: request, correlationId: params.correlationId, caller: caller)
+        let key = RefreshKey(request: request, lookup: found)
+        var result = try await sharedRefresh(key) { () async throws(BrokerFailure) -> TokenResult in
+            try await self.refresh(request, found: found, correlationId: correlationId)
+        }
+        result.correlationId = correlationId
+        audit.tokenIssued(
+            to: caller,
+            clientId: request.clientId,
+            scopes: result.grantedScopes,
+            account: result.account,
+            source: result.tokenSource,
+            correlationId: correlationId
+        )
+        return AcquireTokenResult(brokerTokenResponse: result)
     }
 
     /// Hands a cached token out: the result, and its audit line.
@@ -72,6 +85,10 @@ struct SilentRequest: Sendable {
     let scopes: ScopeSet
     let account: AccountSelector?
     let minimumValidity: Duration
+    /// A claims request (a claims challenge), sent to the provider as is.
+    let claims: String?
+    let forceRefresh: Bool
+    /// Whether the cached access tokens are skipped: `forceRefresh`, or a claims challenge.
     let bypassesCache: Bool
 
     init(_ parameters: AuthParameters, broker: TokenBroker) throws(BrokerFailure) {
@@ -102,7 +119,9 @@ struct SilentRequest: Sendable {
             throw BrokerFailure.invalidParams("params.authParameters.minimumValiditySeconds", "must not be negative")
         }
         minimumValidity = .seconds(seconds)
-        bypassesCache = parameters.forceRefresh == true || !(parameters.decodedClaims ?? "").isEmpty
+        claims = parameters.decodedClaims.flatMap { $0.isEmpty ? nil : $0 }
+        forceRefresh = parameters.forceRefresh == true
+        bypassesCache = forceRefresh || claims != nil
     }
 
     /// The account this request is for, and the best cached access token for it, if any.
@@ -117,7 +136,13 @@ struct SilentRequest: Sendable {
             environments: environments
         )
         var best: (token: AccessToken, scopes: ScopeSet, freshness: Freshness)?
+        var fallback: (token: AccessToken, scopes: ScopeSet)?
         for (token, stored) in candidates where scopes.isSatisfied(by: stored) {
+            if token.expiresOn - now >= max(1, minimumValidity.components.seconds),
+                token.expiresOn > fallback?.token.expiresOn ?? .min
+            {
+                fallback = (token, stored)
+            }
             let freshness = Freshness.of(token, now: now, minimumValidity: minimumValidity)
             guard freshness != .expired else { continue }
             if let current = best, (current.freshness, current.token.expiresOn) >= (freshness, token.expiresOn) {
@@ -133,10 +158,13 @@ struct SilentRequest: Sendable {
                 environments: environments
             )
         return CacheLookup(
+            cacheAccount: account,
+            realm: realm,
             account: TokenBroker.wireAccount(account, idToken: idToken, in: contents),
             accessToken: best?.token,
             grantedScopes: best?.scopes.scopes ?? [],
             freshness: best?.freshness,
+            fallback: fallback,
             idToken: idToken?.token.secret,
             clientInfo: contents.clientInfo(of: account)
         )
@@ -176,21 +204,33 @@ struct SilentRequest: Sendable {
 
 /// What the cache holds for a request.
 struct CacheLookup: Sendable {
+    /// The account entry the request resolved to.
+    let cacheAccount: BrokerCache.Account
+    /// The tenant the request's tokens live in.
+    let realm: String
     let account: BrokerProtocol.Account
     let accessToken: AccessToken?
     let grantedScopes: [String]
     let freshness: Freshness?
+    /// The cached token that still serves while the provider is down: unexpired, with the caller's
+    /// minimum validity, even inside the 5-minute buffer.
+    let fallback: (token: AccessToken, scopes: ScopeSet)?
     let idToken: Secret?
     let clientInfo: String?
 
-    func tokenResult(_ token: AccessToken, source: TokenSource, correlationId: String) -> TokenResult {
+    func tokenResult(
+        _ token: AccessToken,
+        scopes: [String]? = nil,
+        source: TokenSource,
+        correlationId: String
+    ) -> TokenResult {
         TokenResult(
             accessToken: token.secret,
             accessTokenType: token.tokenType,
             expiresOn: token.expiresOn * 1000,
             extendedExpiresOn: token.extendedExpiresOn.map { $0 * 1000 },
             refreshOn: token.refreshOn.map { $0 * 1000 },
-            grantedScopes: grantedScopes,
+            grantedScopes: scopes ?? grantedScopes,
             idToken: idToken,
             clientInfo: clientInfo,
             account: account,

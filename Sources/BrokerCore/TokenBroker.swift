@@ -1,5 +1,5 @@
 public import BrokerCache
-import BrokerOAuth
+public import BrokerOAuth
 public import BrokerProtocol
 public import Foundation
 public import Logging
@@ -22,6 +22,14 @@ public actor TokenBroker {
     public nonisolated let audit: AuditLog
     nonisolated let now: @Sendable () -> Date
     nonisolated let authorities = ReadWriteLocked<[String: Authority]>([:])
+    nonisolated let identityProviders: IdentityProviders
+    /// Refreshes under way, by what they refresh: callers of the same one share it.
+    var refreshes: [RefreshKey: Task<Result<TokenResult, BrokerFailure>, Never>] = [:]
+    /// Refreshes started, and requests that joined one under way (for status and benchmarks).
+    var refreshesStarted = 0
+    var refreshesJoined = 0
+    /// Interactive sign-ins running, by correlation id.
+    var flows: [String: InteractiveFlow] = [:]
 
     /// Creates a broker over `cache`.
     public init(
@@ -29,6 +37,7 @@ public actor TokenBroker {
         configuration: BrokerConfiguration = BrokerConfiguration(),
         logger: Logger,
         audit: AuditLog = AuditLog(logger: Logger(label: "tokenbroker.audit")),
+        transport: any HTTPTransport = AsyncHTTPTransport.shared,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.cache = cache
@@ -36,6 +45,7 @@ public actor TokenBroker {
         self.logger = logger
         self.audit = audit
         self.now = now
+        identityProviders = IdentityProviders(transport: transport, policy: configuration.retryPolicy, logger: logger)
     }
 
     /// The time now, in epoch seconds.
@@ -65,8 +75,8 @@ public actor TokenBroker {
 
     /// The methods this broker serves; the others of the protocol are answered `method_not_found`.
     public static let servedMethods: [MethodName] = [
-        .getLinuxBrokerVersion, .getAccounts, .getAccount, .acquireTokenSilently, .removeAccount, .importCache,
-        .exportCache, .getStatus,
+        .getLinuxBrokerVersion, .getAccounts, .getAccount, .acquireTokenSilently, .acquireTokenInteractively,
+        .completeInteractiveFlow, .cancelInteractiveFlow, .removeAccount, .importCache, .exportCache, .getStatus,
     ]
 
     /// What the cache holds, by kind.
@@ -84,9 +94,19 @@ public actor TokenBroker {
 public struct BrokerConfiguration: Sendable {
     /// Hosts (`host` or `host:port`) to treat as Entra ID besides Microsoft's clouds.
     public var entraHosts: Set<String>
+    /// Retries, timeouts and the throttle of identity provider calls.
+    public var retryPolicy: RetryPolicy
+    /// How long an interactive sign-in may take when the app does not say.
+    public var interactiveTimeout: Duration
 
     /// Creates a configuration.
-    public init(entraHosts: Set<String> = []) {
+    public init(
+        entraHosts: Set<String> = [],
+        retryPolicy: RetryPolicy = RetryPolicy(),
+        interactiveTimeout: Duration = .seconds(300)
+    ) {
         self.entraHosts = entraHosts
+        self.retryPolicy = retryPolicy
+        self.interactiveTimeout = interactiveTimeout
     }
 }

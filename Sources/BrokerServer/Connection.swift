@@ -56,6 +56,11 @@ struct Connection: Sendable {
         let inFlight = RequestCount()
         let limit = settings.configuration.maximumRequestsPerConnection
         let dispatcher = settings.dispatcher
+        let serial = metrics.connectionSerial.add(1, ordering: .relaxed).newValue
+        let owner = FlowOwner(connection: serial) { notification in
+            // A peer that went away misses its notifications; the request's own answer fails the same way.
+            try? await channel.writeAndFlush(Dispatcher.encode(notification))
+        }
         try await withThrowingDiscardingTaskGroup { requests in
             reading: for try await event in inbound {
                 switch event {
@@ -74,7 +79,7 @@ struct Connection: Sendable {
                             inFlight.add(-1)
                             metrics.inFlight.subtract(1, ordering: .relaxed)
                         }
-                        if let response = await dispatcher.answer(request, caller: caller) {
+                        if let response = await dispatcher.answer(request, caller: caller, owner: owner) {
                             try await channel.writeAndFlush(response)
                         }
                     }
@@ -96,6 +101,8 @@ struct Connection: Sendable {
                     break reading
                 }
             }
+            // Nobody is left to see a sign-in this connection started: stop it (the others finish their answers).
+            await dispatcher.broker.cancelFlows(ownedBy: serial)
         }
     }
 }

@@ -70,7 +70,9 @@ struct Dispatcher: Sendable {
     }
 
     /// The response to a request that may wait; nil for a notification.
-    func answer(_ request: IncomingRequest, caller: Caller) async -> ByteBuffer? {
+    ///
+    /// `owner` receives the notifications of an interactive request, and names the connection that runs it.
+    func answer(_ request: IncomingRequest, caller: Caller, owner: FlowOwner) async -> ByteBuffer? {
         let id = request.id
         do throws(BrokerFailure) {
             let response: ByteBuffer
@@ -85,11 +87,13 @@ struct Dispatcher: Sendable {
                 response = Self.encode(Response(id: id, result: try await broker.importCache(params, caller: caller)))
             case .exportCache(let params):
                 response = Self.encode(Response(id: id, result: try broker.exportCache(params, caller: caller)))
-            case .acquireTokenInteractively, .completeInteractiveFlow, .cancelInteractiveFlow:
-                throw BrokerFailure(
-                    .methodNotFound,
-                    "\(request.call.method.rawValue) is not available in this broker version"
-                )
+            case .acquireTokenInteractively(let params):
+                let result = try await broker.acquireTokenInteractively(params, caller: caller, owner: owner)
+                response = Self.encode(Response(id: id, result: result))
+            case .completeInteractiveFlow(let params):
+                response = Self.encode(Response(id: id, result: try await broker.completeInteractiveFlow(params)))
+            case .cancelInteractiveFlow(let params):
+                response = Self.encode(Response(id: id, result: await broker.cancelInteractiveFlow(params)))
             case .getLinuxBrokerVersion, .getAccounts, .getAccount, .getStatus:
                 guard case .answered(let response) = answerImmediately(request, caller: caller) else { return nil }
                 return response
@@ -124,6 +128,18 @@ struct Dispatcher: Sendable {
             ]
         )
         return request.isNotification ? nil : Self.encode(ErrorResponse(id: request.id, error: object))
+    }
+
+    /// A notification as one line of JSON.
+    static func encode(_ notification: ServerNotification) -> ByteBuffer {
+        switch notification {
+        case .webAuthDidStartLoad(let params): encode(Notification(method: .webAuthDidStartLoad, params: params))
+        case .webAuthDidFinishLoad(let params): encode(Notification(method: .webAuthDidFinishLoad, params: params))
+        case .webAuthDidFail(let params): encode(Notification(method: .webAuthDidFail, params: params))
+        case .webAuthDidComplete(let params): encode(Notification(method: .webAuthDidComplete, params: params))
+        case .deviceCodePrompt(let params): encode(Notification(method: .deviceCodePrompt, params: params))
+        case .unknown: ByteBuffer()
+        }
     }
 
     /// One line of JSON, through the wire encoder.

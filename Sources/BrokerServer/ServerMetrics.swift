@@ -11,6 +11,8 @@ final class ServerMetrics: Sendable {
     let succeeded = Atomic<Int>(0)
     let failed = Atomic<Int>(0)
     let inFlight = Atomic<Int>(0)
+    /// Numbers connections, so interactive flows know which one they belong to.
+    let connectionSerial = Atomic<UInt64>(0)
     private let recent = Mutex<[StatusResult.RecentError]>([])
     private static let recentLimit = 20
 

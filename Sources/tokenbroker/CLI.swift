@@ -36,7 +36,8 @@ struct CLI: AsyncParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            Status.self, Accounts.self, AccountCommand.self, Token.self, Import.self, Export.self, RemoveAccount.self,
+            Status.self, Accounts.self, AccountCommand.self, Token.self, Login.self, Import.self, Export.self,
+            RemoveAccount.self,
         ]
     )
 }
@@ -116,6 +117,11 @@ enum Output {
 
     static func error(_ text: String) {
         write(2, "tokenbroker: " + text + "\n")
+    }
+
+    /// A progress line for the person at the terminal (stderr, so stdout stays the result).
+    static func progress(_ text: String) {
+        write(2, text + "\n")
     }
 
     static func write(_ fd: Int32, _ text: String) {

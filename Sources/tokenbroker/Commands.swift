@@ -142,6 +142,99 @@ struct Token: AsyncParsableCommand {
     }
 }
 
+struct Login: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Sign in interactively, so this app (and its family) gets tokens silently afterwards.",
+        discussion: """
+            --webview picks how the sign-in is shown:
+              default      the browser when this session has a display (DISPLAY or WAYLAND_DISPLAY), else a device code
+              system       $BROWSER, else xdg-open, with the redirect caught on 127.0.0.1
+              custom       the program of --browser-command, run with the sign-in URL as its last argument
+              device-code  a code to enter on another device
+            Progress goes to stderr; stdout gets the result (with --json, all of it).
+            """
+    )
+
+    enum Webview: String, ExpressibleByArgument, CaseIterable {
+        case `default`, system, custom
+        case deviceCode = "device-code"
+
+        var webviewType: WebviewType {
+            switch self {
+            case .default: .default
+            case .system: .systemBrowser
+            case .custom: .customBrowser
+            case .deviceCode: .deviceCode
+            }
+        }
+    }
+
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "The app's client id.") var clientId: String
+    @Option(
+        name: .customLong("scope"),
+        help: "A scope; repeat the option or give a space-separated list."
+    ) var scopes: [String] = []
+    @Option(help: "An ADAL v1 resource, asked for as <resource>/.default.") var resource: String?
+    @Option(help: "The authority (default: https://login.microsoftonline.com/common).") var authority: String?
+    @Option(help: "How the sign-in is shown: default, system, custom or device-code.") var webview: Webview = .default
+    @Option(help: "For --webview custom: the program and its arguments (quoted as in a shell).")
+    var browserCommand: String?
+    @Option(help: "The username to pre-fill; also lets a signed-in account skip the sign-in.") var loginHint: String?
+    @Option(help: "The account to sign in again: identifier or username.") var account: String?
+    @Option(help: "login, select_account, consent, none or create.") var prompt: String?
+    @Option(help: "Entra ID's home-realm hint (consumers, organizations, a domain).") var domainHint: String?
+    @Option(help: "Give up after this many seconds (default 300).") var timeout: Int?
+    @Flag(help: "Print the whole result as JSON.") var json = false
+
+    func validate() throws {
+        guard !scopes.isEmpty || resource != nil else { throw ValidationError("give --scope or --resource") }
+        if webview == .custom, (browserCommand ?? "").isEmpty {
+            throw ValidationError("--webview custom needs --browser-command")
+        }
+        if browserCommand != nil, webview != .custom {
+            throw ValidationError("--browser-command goes with --webview custom")
+        }
+        if let browserCommand, Format.shellWords(browserCommand) == nil {
+            throw ValidationError("--browser-command has an unclosed quote")
+        }
+        if let timeout, timeout < 1 { throw ValidationError("--timeout must be at least 1") }
+    }
+
+    func run() async throws {
+        try await withBroker(connection) { broker in
+            let request = InteractiveRequest(
+                clientId: clientId,
+                scopes: scopes.flatMap { $0.split(separator: " ").map(String.init) },
+                resource: resource,
+                authority: authority,
+                webviewType: webview.webviewType,
+                browserCommand: browserCommand.flatMap(Format.shellWords),
+                account: account.map { AccountSelector(identifier: $0, username: $0) },
+                prompt: prompt,
+                loginHint: loginHint,
+                domainHint: domainHint,
+                timeout: timeout.map { .seconds($0) }
+            )
+            let result = try await broker.acquireToken(request) { event in
+                switch event {
+                case .didStartLoad: Output.progress("Opening the sign-in page…")
+                case .didFinishLoad(let url):
+                    Output.progress("Continue in the browser. If it did not open, visit:\n  \(url)")
+                case .deviceCode(let prompt):
+                    Output.progress(prompt.message)
+                case .didComplete: Output.progress("Signed in; fetching tokens…")
+                case .didFail: break  // the result carries the same error
+                }
+            }
+            if json { return try Output.json(result) }
+            let who = result.account.username.isEmpty ? result.account.identifier : result.account.username
+            let source = result.tokenSource == .cache ? " (already signed in)" : ""
+            Output.line("signed in as \(who)\(source)")
+        }
+    }
+}
+
 struct Import: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Import an MSAL or ADAL token cache file into the broker.",

@@ -1,6 +1,7 @@
 import ArgumentParser
 import BrokerCache
 import BrokerCore
+import BrokerOAuth
 import BrokerProtocol
 import BrokerServer
 import Foundation
@@ -58,6 +59,18 @@ struct Daemon: AsyncParsableCommand {
     )
     var entraHosts: [String] = []
 
+    @Option(help: "Give up on an identity provider's answer after this many seconds.")
+    var idpTimeout: Int = 30
+
+    @Option(help: "Tries per identity provider call (429, 5xx and refused connections are retried).")
+    var idpAttempts: Int = 3
+
+    @Option(help: "Answer a repeated identical request whose provider was down from memory for this many seconds.")
+    var idpUnavailableWindow: Int = 5
+
+    @Option(help: "Give up on an interactive sign-in after this many seconds, unless the app says otherwise.")
+    var interactiveTimeout: Int = 300
+
     /// Runs Swift concurrency on NIO's event-loop threads: a request then moves from the socket to the broker
     /// and back without switching threads (two event loops instead of four threads on a two-core machine).
     static func main() async {
@@ -72,6 +85,10 @@ struct Daemon: AsyncParsableCommand {
         guard connectionIdleTimeout > 0 else { throw ValidationError("--connection-idle-timeout must be positive") }
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
         guard auditWindow >= 0 else { throw ValidationError("--audit-window must not be negative") }
+        guard idpTimeout > 0 else { throw ValidationError("--idp-timeout must be positive") }
+        guard idpAttempts > 0 else { throw ValidationError("--idp-attempts must be positive") }
+        guard idpUnavailableWindow >= 0 else { throw ValidationError("--idp-unavailable-window must not be negative") }
+        guard interactiveTimeout > 0 else { throw ValidationError("--interactive-timeout must be positive") }
     }
 
     func run() async throws {
@@ -105,7 +122,15 @@ struct Daemon: AsyncParsableCommand {
         let audit = AuditLog(logger: Logger(label: "tokenbroker.audit"), window: .seconds(auditWindow))
         let broker = TokenBroker(
             cache: cache,
-            configuration: BrokerConfiguration(entraHosts: Set(entraHosts.map { $0.lowercased() })),
+            configuration: BrokerConfiguration(
+                entraHosts: Set(entraHosts.map { $0.lowercased() }),
+                retryPolicy: RetryPolicy(
+                    attempts: idpAttempts,
+                    requestTimeout: .seconds(idpTimeout),
+                    unavailableWindow: .seconds(idpUnavailableWindow)
+                ),
+                interactiveTimeout: .seconds(interactiveTimeout)
+            ),
             logger: logger,
             audit: audit
         )

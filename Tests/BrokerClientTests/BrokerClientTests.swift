@@ -78,9 +78,10 @@ struct BrokerClientTests {
     @Test(arguments: modes)
     func mapsFailuresToActionableCodes(mode: Broker.ConnectionMode) async throws {
         try await withDaemon(mode: mode) { broker, _ in
-            await expectCode(.interactionRequired) {
-                _ = try await broker.acquireTokenSilent(request(scopes: ["Files.Read"]))
-            }
+            // An app with no refresh token of its own and no family: only a sign-in helps.
+            var otherApp = request()
+            otherApp.clientId = "11111111-2222-3333-4444-555555555555"
+            await expectCode(.interactionRequired) { _ = try await broker.acquireTokenSilent(otherApp) }
             await expectCode(.noAccount) { _ = try await broker.account(forUsername: "nobody@contoso.com") }
             await expectCode(.invalidRequest) { _ = try await broker.acquireTokenSilent(request(scopes: ["openid"])) }
             await expectCode(.invalidCache) { _ = try await broker.importCache(Secret("not json")) }

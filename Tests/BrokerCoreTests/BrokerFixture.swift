@@ -11,9 +11,17 @@ struct BrokerFixture {
     let broker: TokenBroker
     let store: InMemoryTokenStore
     let logs: LogCapture
+    /// The identity provider the broker talks to: by default one that refuses every refresh token.
+    let transport: ScriptedTransport
     let caller = Caller(pid: 4242, uid: getuid(), gid: getgid(), executable: "/usr/bin/test-app")
 
-    init(documents: [JSONValue] = [CacheFixtures.msalCache()], auditWindow: Duration = .seconds(60)) async throws {
+    init(
+        documents: [JSONValue] = [CacheFixtures.msalCache()],
+        auditWindow: Duration = .seconds(60),
+        transport: ScriptedTransport = .refusingProvider(),
+        configuration: BrokerConfiguration = BrokerConfiguration()
+    ) async throws {
+        self.transport = transport
         var entries: [CacheEntry] = []
         for document in documents {
             entries += try MSALCacheDocument.read(Data(CacheFixtures.text(document).utf8)).entries
@@ -22,8 +30,10 @@ struct BrokerFixture {
         logs = LogCapture()
         broker = TokenBroker(
             cache: try await TokenCache(store: store),
+            configuration: configuration,
             logger: logs.logger(label: "tokenbroker"),
-            audit: AuditLog(logger: logs.logger(label: "tokenbroker.audit"), window: auditWindow)
+            audit: AuditLog(logger: logs.logger(label: "tokenbroker.audit"), window: auditWindow),
+            transport: transport
         )
     }
 

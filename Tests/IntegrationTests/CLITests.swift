@@ -72,9 +72,17 @@ struct CLITests {
         let several = try await cli(daemon, tokenArguments)
         #expect(several.status == 64)
         #expect(several.stderr.contains("name one"))
-        let signIn = try await cli(daemon, tokenArguments + ["--account", "ada@contoso.com", "--scope", "Files.Read"])
+        // An app with no refresh token of its own and no family: only a sign-in helps.
+        let otherApp = "11111111-2222-3333-4444-555555555555"
+        let signIn = try await cli(
+            daemon,
+            [
+                "token", "--client-id", otherApp, "--authority", CacheFixtures.authority, "--scope", "Files.Read",
+                "--account", "ada@contoso.com",
+            ]
+        )
         #expect(signIn.status == 2)
-        #expect(signIn.stderr.contains("tokenbroker login --client-id \(CacheFixtures.clientId)"))
+        #expect(signIn.stderr.contains("tokenbroker login --client-id \(otherApp)"))
         #expect(signIn.stdout.isEmpty)
         let nobody = try await cli(daemon, ["account", "nobody@contoso.com"])
         #expect(nobody.status == 3)

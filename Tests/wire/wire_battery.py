@@ -234,7 +234,11 @@ def prove_usable(client: BrokerClient) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 NOW = int(time.time())
-ENV = "login.microsoftonline.com"
+# The Entra-shaped test provider (Tests/TestIdentityProvider) stands in for login.microsoftonline.com: the cache's
+# environment is its host:port, so requests that need a refresh reach it and nothing on the Internet. Set by
+# configure_provider() before any check runs.
+ENV = "127.0.0.1:0"
+BASE = f"http://{ENV}"
 TENANT = "7d3c2b1a-0f9e-4d8c-b7a6-5f4e3d2c1b0a"
 OTHER_TENANT = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 CLIENT_C = "3f8e1d2c-5b4a-4c9d-8e7f-6a5b4c3d2e1f"  # in the family (FOCI), has refresh and id tokens
@@ -263,7 +267,7 @@ class Person:
         self.name = name
         self.identifier = f"{oid}.{TENANT}"
         self.claims = {
-            "aud": CLIENT_C, "iss": f"https://{ENV}/{TENANT}/v2.0", "iat": NOW - 60, "nbf": NOW - 60,
+            "aud": CLIENT_C, "iss": f"{BASE}/{TENANT}/v2.0", "iat": NOW - 60, "nbf": NOW - 60,
             "exp": NOW + 3600, "name": name, "oid": oid, "preferred_username": username,
             "sub": f"wire-sub-{oid[:8]}", "tid": TENANT, "ver": "2.0",
         }
@@ -316,7 +320,37 @@ def rt_entry(person: Person, family: bool) -> dict[str, Any]:
 
 
 EXPIRED_AT_TARGET = "https://graph.microsoft.com/Calendars.Read"
-EXPIRED_AT_REBUILT_KEY = at_key(ADA.identifier, ENV, CLIENT_C, TENANT, EXPIRED_AT_TARGET)
+EXPIRED_AT_REBUILT_KEY = ""
+
+
+def configure_provider(environment: str) -> None:
+    """Points the test data at the provider listening on `environment` (host:port)."""
+    global ENV, BASE, EXPIRED_AT_REBUILT_KEY
+    ENV = environment
+    BASE = f"http://{ENV}"
+    EXPIRED_AT_REBUILT_KEY = at_key(ADA.identifier, ENV, CLIENT_C, TENANT, EXPIRED_AT_TARGET)
+
+
+class Provider:
+    """tokenbroker-test-idp on an ephemeral port: client C in the FOCI family, client D outside it. It never
+    issued the refresh tokens the battery imports, so it answers them invalid_grant."""
+
+    def __init__(self, binary: str) -> None:
+        self.process = subprocess.Popen(
+            [binary, "--port", "0", "--tenant-id", TENANT, "--family-client", CLIENT_C, "--client", CLIENT_D],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the test provider {binary} exited with status {self.process.wait()}")
+        self.port = json.loads(line)["port"]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
 UNKNOWN_SECTION = {"wire-battery-extra": {"kept": ["as", "it", "is"], "n": 1}}
 
 
@@ -358,7 +392,7 @@ def seed_document() -> dict[str, Any]:
 
 
 def ada_params(**extra: Any) -> dict[str, Any]:
-    params = {"clientId": CLIENT_C, "authority": f"https://{ENV}/{TENANT}", "requestedScopes": [GRAPH_USER_READ],
+    params = {"clientId": CLIENT_C, "authority": f"{BASE}/{TENANT}", "requestedScopes": [GRAPH_USER_READ],
               "account": {"identifier": ADA.identifier}}
     params.update(extra)
     return params
@@ -391,7 +425,7 @@ class Daemon:
 
     def command(self) -> list[str]:
         return [self.binary, "--socket", str(self.socket), "--state-directory", str(self.state),
-                "--connection-idle-timeout", f"{self.idle_timeout:g}"]
+                "--connection-idle-timeout", f"{self.idle_timeout:g}", "--entra-host", ENV]
 
     def start(self) -> None:
         self.runtime.mkdir(mode=0o700)
@@ -610,10 +644,9 @@ def check_get_accounts(ctx: Context) -> None:
         expect(ids(client_id=CLIENT_C.upper()) == [ADA.identifier, GRACE.identifier], "clientId is case-insensitive")
         expect(ids(client_id=CLIENT_D) == [], f"clientId D (access token only, not in the family): "
                                               f"{ids(client_id=CLIENT_D)}, wanted []")
-        expect(ids(authority=f"https://{ENV}/{TENANT}") == [ADA.identifier, GRACE.identifier], "authority tenant")
-        expect(ids(authority="https://login.windows.net/common") == [ADA.identifier, GRACE.identifier],
-               "authority alias login.windows.net/common")
-        expect(ids(authority=f"https://{ENV}/{OTHER_TENANT}") == [], "another tenant should list nobody")
+        expect(ids(authority=f"{BASE}/{TENANT}") == [ADA.identifier, GRACE.identifier], "authority tenant")
+        expect(ids(authority=f"{BASE}/common") == [ADA.identifier, GRACE.identifier], "authority common")
+        expect(ids(authority=f"{BASE}/{OTHER_TENANT}") == [], "another tenant should list nobody")
         expect(ids(authority="https://id.example.org/realms/main") == [], "another issuer should list nobody")
         expect_broker_error(lambda: client.get_accounts(authority="not an authority"), "invalid_params",
                             field="params.authority")
@@ -675,7 +708,7 @@ def check_acquire_token_silently(ctx: Context) -> None:
                f"generated correlationId {generated['correlationId']!r} is not an uppercase UUID (section 6)")
         expect(generated["accessToken"] == ADA.access_token, "minimumValiditySeconds 1800: wrong token")
 
-        adal = client.acquire_token_silently({"clientId": CLIENT_C, "authority": f"https://{ENV}/common",
+        adal = client.acquire_token_silently({"clientId": CLIENT_C, "authority": f"{BASE}/common",
                                               "resource": "https://graph.microsoft.com",
                                               "username": ADA.username.upper(),
                                               "authorizationType": 1})["brokerTokenResponse"]
@@ -684,6 +717,7 @@ def check_acquire_token_silently(ctx: Context) -> None:
         grace = client.acquire_token_silently(ada_params(account={"username": GRACE.username}))
         expect(grace["brokerTokenResponse"]["accessToken"] == GRACE.access_token, "Grace's token")
         other_client = client.acquire_token_silently({"clientId": CLIENT_D, "requestedScopes": [D_SCOPE],
+                                                      "authority": f"{BASE}/common",
                                                       "account": {"identifier": ADA.identifier}})
         expect(other_client["brokerTokenResponse"]["accessToken"] == ADA_D_TOKEN, "client D's token")
 
@@ -781,7 +815,8 @@ def check_remove_account(ctx: Context) -> None:
                             field="params.account")
         accounts = [a["identifier"] for a in client.get_accounts()["accounts"]]
         expect(accounts == [ADA.identifier], f"after removal: {accounts}")
-        alone = client.acquire_token_silently({"clientId": CLIENT_C, "requestedScopes": [GRAPH_USER_READ]})
+        alone = client.acquire_token_silently({"clientId": CLIENT_C, "requestedScopes": [GRAPH_USER_READ],
+                                               "authority": f"{BASE}/{TENANT}"})
         expect(alone["brokerTokenResponse"]["accessToken"] == ADA.access_token,
                "with one person signed in, no selector should pick Ada")
 
@@ -859,46 +894,37 @@ def check_status(ctx: Context) -> None:
 # Interactive methods: what the current release does. Update this one function when the sign-in release lands.
 # ---------------------------------------------------------------------------------------------------------------
 
-INTERACTIVE_AVAILABLE = False  # Appendix A: broker 0.1.0 answers the interactive methods method_not_found
+INTERACTIVE_AVAILABLE = True  # the sign-in release serves them (section 10)
 
 
 def expect_interactive_methods_listing(methods: list[str]) -> None:
-    """getLinuxBrokerVersion.methods: Appendix A says 0.1.0 does not list the interactive methods."""
+    """getLinuxBrokerVersion.methods lists every method the broker serves."""
     served = [m for m in ALL_METHODS if INTERACTIVE_AVAILABLE or m not in INTERACTIVE_METHODS]
     expect(sorted(methods) == sorted(served), f"methods {methods}, wanted {served}")
 
 
-def expect_interactive_release_0_1_0(ctx: Context) -> None:
-    """Appendix A and section 10: broker 0.1.0 decodes the params of acquireTokenInteractively,
-    completeInteractiveFlow and cancelInteractiveFlow (shape errors are invalid_params), then answers
-    method_not_found ("<method> is not available in this broker version"), never sends a notification, and
-    getLinuxBrokerVersion does not list them."""
-    if INTERACTIVE_AVAILABLE:
-        fail("INTERACTIVE_AVAILABLE is set: write the checks of the sign-in release here")
+def expect_interactive_params_checked(ctx: Context) -> None:
+    """Section 10: the interactive methods are listed; shape errors are invalid_params naming the field;
+    completeInteractiveFlow and cancelInteractiveFlow for a flow that does not run answer accepted false; a
+    failure found before any notification gets only the error response."""
     with ctx.client() as client:
         expect_interactive_methods_listing(client.get_linux_broker_version()["methods"])
         correlation = str(uuid.uuid4())
         auth = {"clientId": CLIENT_C, "requestedScopes": [GRAPH_USER_READ]}
-        calls = [
-            ("acquireTokenInteractively", lambda: client.acquire_token_interactively(
-                auth, "systemBrowser", environment={"DISPLAY": ":0"}, correlation_id=correlation,
-                timeout_seconds=30, timeout=10)),
-            ("acquireTokenInteractively", lambda: client.acquire_token_interactively(
-                dict(auth, redirectUri="https://login.microsoftonline.com/common/oauth2/nativeclient"), "embedded",
-                correlation_id=correlation, timeout=10)),
-            ("completeInteractiveFlow", lambda: client.complete_interactive_flow(
-                correlation, "https://login.microsoftonline.com/common/oauth2/nativeclient?code=x&state=y")),
-            ("cancelInteractiveFlow", lambda: client.cancel_interactive_flow(correlation)),
-        ]
-        for method, call in calls:
-            error = expect_broker_error(call, "method_not_found", correlation_id=correlation)
-            expect(method in error.message, f"{method}: message {error.message!r} does not name the method")
-        # params are checked first: shape errors are invalid_params
+        expect(client.complete_interactive_flow(
+            correlation, "https://login.microsoftonline.com/common/oauth2/nativeclient?code=x&state=y")
+            == {"accepted": False}, "completeInteractiveFlow of no flow was accepted")
+        expect(client.cancel_interactive_flow(correlation) == {"accepted": False},
+               "cancelInteractiveFlow of no flow was accepted")
         shape_errors = [
             ("acquireTokenInteractively", {"authParameters": auth, "webviewType": "popup"}, "params.webviewType"),
             ("acquireTokenInteractively", {"authParameters": auth, "timeoutSeconds": "30"}, "params.timeoutSeconds"),
             ("acquireTokenInteractively", {"authParameters": auth, "browserCommand": ["firefox", 3],
                                            "webviewType": "customBrowser"}, "params.browserCommand[1]"),
+            ("acquireTokenInteractively", {"authParameters": auth, "webviewType": "customBrowser"},
+             "params.browserCommand"),
+            ("acquireTokenInteractively", {"authParameters": auth, "webviewType": "embedded"},
+             "params.authParameters.redirectUri"),
             ("acquireTokenInteractively", {"webviewType": "deviceCode"}, "params.authParameters"),
             ("completeInteractiveFlow", {"correlationId": correlation}, "params.responseUrl"),
             ("cancelInteractiveFlow", {}, "params.correlationId"),
@@ -1629,6 +1655,7 @@ def check_sigterm(ctx: Context) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--daemon", required=True, help="path to the tokenbrokerd binary")
+    parser.add_argument("--idp", help="path to tokenbroker-test-idp (default: beside the daemon)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (socket, state, log)")
     parser.add_argument("--idle-timeout", type=float, default=2.0, help="connection idle timeout, seconds")
     args = parser.parse_args()
@@ -1641,6 +1668,8 @@ def main() -> int:
     if not os.access(binary, os.X_OK):
         print(f"FAIL - the daemon {binary} is not executable\n0 passed, 1 failed", flush=True)
         return 1
+    provider = Provider(os.path.abspath(args.idp or os.path.join(os.path.dirname(binary), "tokenbroker-test-idp")))
+    configure_provider(f"127.0.0.1:{provider.port}")
     root = Path(tempfile.mkdtemp(prefix="tokenbroker-wire-"))
     daemon = Daemon(binary, root, args.idle_timeout)
     ctx = Context(daemon)
@@ -1671,7 +1700,8 @@ def main() -> int:
           check_acquire_token_silently)
         c("exportCache: msal document holds the imported token, counts, per-client exports", check_export_cache)
         c("importCache/exportCache: invalid_cache, adal refused, nothing imported", check_import_errors)
-        c("interactive methods: what broker 0.1.0 answers (Appendix A)", expect_interactive_release_0_1_0)
+        c("interactive methods: listed, params checked, no flow to complete or cancel",
+          expect_interactive_params_checked)
         c("removeAccount: one client id, then entirely, then no_account", check_remove_account)
         c("exportCache over 1 MiB after an import in parts under the request limit", check_large_export)
         c("getStatus: schema, pid, socket, state directory, counters, recentErrors", check_status)
@@ -1722,6 +1752,7 @@ def main() -> int:
     finally:
         for client in ALL_CLIENTS:
             client.close()
+        provider.stop()
     return finish(runner, daemon, args.keep)
 
 

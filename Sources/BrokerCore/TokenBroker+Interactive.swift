@@ -1,0 +1,503 @@
+import BrokerCache
+import BrokerOAuth
+public import BrokerProtocol
+import Foundation
+import Logging
+
+/// A validated interactive request.
+struct InteractiveRequest: Sendable {
+    let silent: SilentRequest
+    let webviewType: WebviewType
+    let browserCommand: [String]
+    let environment: [String: String]
+    let timeout: Duration
+    let prompt: String?
+    let loginHint: String?
+    let domainHint: String?
+    let extraParameters: [String: String]
+    let redirectUri: String?
+    let correlationId: String
+
+    init(_ params: AcquireTokenInteractivelyParams, broker: TokenBroker) throws(BrokerFailure) {
+        let parameters = params.authParameters
+        silent = try SilentRequest(parameters, broker: broker)
+        environment = params.environment ?? [:]
+        let graphical = [environment["DISPLAY"], environment["WAYLAND_DISPLAY"]].contains { !($0 ?? "").isEmpty }
+        switch params.webviewType ?? .default {
+        case .default: webviewType = graphical ? .systemBrowser : .deviceCode
+        case let chosen: webviewType = chosen
+        }
+        browserCommand = params.browserCommand ?? []
+        if webviewType == .customBrowser, browserCommand.first?.isEmpty ?? true {
+            throw BrokerFailure.invalidParams("params.browserCommand", "customBrowser needs the command to run")
+        }
+        redirectUri = parameters.redirectUri.flatMap { $0.isEmpty ? nil : $0 }
+        if webviewType == .embedded {
+            guard let redirectUri, URLComponents(string: redirectUri)?.scheme != nil else {
+                throw BrokerFailure.invalidParams(
+                    "params.authParameters.redirectUri",
+                    "embedded needs the app's redirect URI, which its web view watches for"
+                )
+            }
+        }
+        let seconds = params.timeoutSeconds ?? Int(broker.configuration.interactiveTimeout.components.seconds)
+        guard seconds >= 1 else { throw BrokerFailure.invalidParams("params.timeoutSeconds", "must be at least 1") }
+        timeout = .seconds(min(seconds, 3600))
+        prompt = parameters.prompt.flatMap { $0.isEmpty ? nil : $0 }
+        loginHint = parameters.loginHint.flatMap { $0.isEmpty ? nil : $0 }
+        domainHint = parameters.domainHint.flatMap { $0.isEmpty ? nil : $0 }
+        extraParameters = parameters.additionalQueryParametersForAuthorization ?? [:]
+        if let reserved = extraParameters.keys.sorted().first(where: {
+            AuthorizationRequest.reservedParameters.contains($0.lowercased())
+        }) {
+            throw BrokerFailure.invalidParams(
+                "params.authParameters.additionalQueryParametersForAuthorization",
+                "\(TokenBroker.shortened(reserved)) is set by the broker itself"
+            )
+        }
+        correlationId = params.correlationId ?? UUID().uuidString
+    }
+
+    /// Whether the cache may answer first: the request names an account and does not ask the user for anything.
+    var maySucceedSilently: Bool {
+        guard silent.account != nil || loginHint != nil, silent.claims == nil else { return false }
+        return !["login", "select_account", "consent", "create"].contains(prompt?.lowercased() ?? "")
+    }
+
+    /// The authorization request for a redirect URI.
+    func authorizationRequest(redirectURI: String) -> AuthorizationRequest {
+        AuthorizationRequest(
+            clientId: silent.clientId,
+            redirectURI: redirectURI,
+            scopes: TokenBroker.requestScopes(silent.scopes),
+            prompt: prompt,
+            loginHint: loginHint,
+            domainHint: domainHint,
+            claims: silent.claims,
+            extraParameters: extraParameters,
+            requestsClientInfo: silent.authority.isEntra
+        )
+    }
+
+    /// Where the loopback listener listens: the host, port and path of the app's loopback redirect URI when it
+    /// gave one (`http://localhost/…`), else `http://127.0.0.1:<ephemeral>/`.
+    var loopback: (host: String, port: Int, path: String) {
+        guard let redirectUri, let components = URLComponents(string: redirectUri),
+            components.scheme?.lowercased() == "http", let host = components.host?.lowercased(),
+            host == "localhost" || host == "127.0.0.1"
+        else { return ("127.0.0.1", 0, "/") }
+        return (host, components.port ?? 0, components.path.isEmpty ? "/" : components.path)
+    }
+}
+
+extension TokenBroker {
+    /// `acquireTokenInteractively`: signs the user in through the web view the app chose, sending the
+    /// notifications of Protocol/ §10 to `owner`, and stores what the provider gives.
+    ///
+    /// When the request names an account whose tokens already answer it, the cache (or a refresh) answers and no
+    /// sign-in is shown.
+    public nonisolated func acquireTokenInteractively(
+        _ params: AcquireTokenInteractivelyParams,
+        caller: Caller,
+        owner: FlowOwner
+    ) async throws(BrokerFailure) -> AcquireTokenResult {
+        let request = try InteractiveRequest(params, broker: self)
+        if request.maySucceedSilently, let result = await silentFirst(request, caller: caller) { return result }
+
+        let flow = InteractiveFlow(correlationId: request.correlationId, owner: owner, webviewType: request.webviewType)
+        try await register(flow)
+        logger.info(
+            "interactive sign-in started",
+            metadata: [
+                "correlationId": "\(request.correlationId)", "clientId": "\(request.silent.clientId)",
+                "webviewType": "\(request.webviewType.rawValue)", "caller": "\(caller)",
+            ]
+        )
+        let task = Task { () -> Result<TokenResult, BrokerFailure> in
+            do throws(BrokerFailure) {
+                return .success(try await self.run(flow, request))
+            } catch {
+                return .failure(error)
+            }
+        }
+        flow.onCancel { task.cancel() }
+        let outcome = await withTaskCancellationHandler {
+            await task.value
+        } onCancel: {
+            flow.cancel()
+        }
+        flow.finish()
+        await unregister(flow)
+        switch outcome {
+        case .success(var result):
+            result.correlationId = request.correlationId
+            audit.tokenIssued(
+                to: caller,
+                clientId: request.silent.clientId,
+                scopes: result.grantedScopes,
+                account: result.account,
+                source: result.tokenSource,
+                correlationId: request.correlationId
+            )
+            logger.info("interactive sign-in completed", metadata: ["correlationId": "\(request.correlationId)"])
+            return AcquireTokenResult(brokerTokenResponse: result)
+        case .failure(var failure):
+            if flow.isCanceled, failure.code != .timeout {
+                failure = BrokerFailure(.userCanceled, "the sign-in was canceled", underlying: failure)
+            }
+            logger.info(
+                "interactive sign-in failed",
+                metadata: ["correlationId": "\(request.correlationId)", "error": "\(failure)"]
+            )
+            if flow.hasNotified {
+                let error = failure.errorObject(correlationId: request.correlationId)
+                await owner.notify(
+                    .webAuthDidFail(WebAuthFailNotification(correlationId: request.correlationId, error: error))
+                )
+            }
+            throw failure
+        }
+    }
+
+    /// `completeInteractiveFlow`: the redirect URL an app's own web view reached.
+    public nonisolated func completeInteractiveFlow(
+        _ params: CompleteInteractiveFlowParams
+    ) async throws(BrokerFailure) -> FlowControlResult {
+        guard let flow = await runningFlow(params.correlationId) else { return FlowControlResult(accepted: false) }
+        return FlowControlResult(accepted: try flow.complete(with: params.responseUrl))
+    }
+
+    /// `cancelInteractiveFlow`: stops a running sign-in; its request ends with `user_canceled`.
+    public func cancelInteractiveFlow(_ params: CancelInteractiveFlowParams) -> FlowControlResult {
+        guard let flow = flows[params.correlationId] else { return FlowControlResult(accepted: false) }
+        return FlowControlResult(accepted: flow.cancel())
+    }
+
+    /// Cancels the sign-ins a connection started: it closed, and nobody is left to finish them.
+    public func cancelFlows(ownedBy connection: UInt64) {
+        for flow in flows.values where flow.owner.connection == connection { flow.cancel() }
+    }
+
+    /// Interactive sign-ins running now.
+    public var interactiveFlowsRunning: Int {
+        flows.count
+    }
+
+    private func register(_ flow: InteractiveFlow) throws(BrokerFailure) {
+        guard flows[flow.correlationId] == nil else {
+            throw BrokerFailure.invalidParams("params.correlationId", "an interactive sign-in with this id is running")
+        }
+        flows[flow.correlationId] = flow
+    }
+
+    private func unregister(_ flow: InteractiveFlow) {
+        if flows[flow.correlationId] === flow { flows[flow.correlationId] = nil }
+    }
+
+    private func runningFlow(_ correlationId: String) -> InteractiveFlow? {
+        flows[correlationId]
+    }
+
+    /// The silent answer, when there is one.
+    private nonisolated func silentFirst(_ request: InteractiveRequest, caller: Caller) async -> AcquireTokenResult? {
+        var parameters = AuthParameters(clientId: request.silent.clientId)
+        parameters.authority = request.silent.authority.url.absoluteString
+        parameters.requestedScopes = request.silent.scopes.scopes
+        parameters.account = request.silent.account ?? AccountSelector(username: request.loginHint)
+        let params = AcquireTokenSilentlyParams(authParameters: parameters, correlationId: request.correlationId)
+        do {
+            return try await acquireTokenSilently(params, caller: caller)
+        } catch {
+            logger.debug(
+                "no silent answer; signing in interactively",
+                metadata: ["correlationId": "\(request.correlationId)", "reason": "\(error.code)"]
+            )
+            return nil
+        }
+    }
+
+    /// The flow itself, bounded by the request's timeout.
+    private nonisolated func run(
+        _ flow: InteractiveFlow,
+        _ request: InteractiveRequest
+    ) async throws(BrokerFailure)
+        -> TokenResult
+    {
+        let timeout = request.timeout
+        let outcome = await withTaskGroup(of: Result<TokenResult, BrokerFailure>?.self) { group in
+            group.addTask {
+                do throws(BrokerFailure) {
+                    return .success(try await self.signIn(flow, request))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                do {
+                    try await Task.sleep(for: timeout)
+                } catch {
+                    return nil
+                }
+                return .failure(
+                    BrokerFailure(
+                        .timeout,
+                        "the sign-in did not complete within \(timeout.components.seconds) s",
+                        details: .init(correlationId: request.correlationId)
+                    )
+                )
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        guard let outcome else {
+            throw BrokerFailure(.userCanceled, "the sign-in was canceled")
+        }
+        return try outcome.get()
+    }
+
+    private nonisolated func signIn(
+        _ flow: InteractiveFlow,
+        _ request: InteractiveRequest
+    ) async throws(BrokerFailure)
+        -> TokenResult
+    {
+        let correlationId = request.correlationId
+        let metadata = try await identityProviders.metadata(for: request.silent.authority, correlationId: correlationId)
+        switch request.webviewType {
+        case .deviceCode:
+            return try await deviceCodeSignIn(flow, request, metadata: metadata)
+        case .embedded:
+            return try await embeddedSignIn(flow, request, metadata: metadata)
+        case .systemBrowser, .customBrowser, .default:
+            return try await browserSignIn(flow, request, metadata: metadata)
+        }
+    }
+
+    private nonisolated func browserSignIn(
+        _ flow: InteractiveFlow,
+        _ request: InteractiveRequest,
+        metadata: ProviderMetadata
+    ) async throws(BrokerFailure) -> TokenResult {
+        let correlationId = request.correlationId
+        let loopback = request.loopback
+        let receiver: LoopbackRedirectReceiver
+        do {
+            receiver = try await LoopbackRedirectReceiver.start(
+                host: loopback.host,
+                port: loopback.port,
+                path: loopback.path
+            ) { url in flow.judge(redirect: url) }
+        } catch {
+            throw BrokerFailure(
+                .internalError,
+                "the loopback redirect listener could not start on 127.0.0.1:\(loopback.port)",
+                underlying: error
+            )
+        }
+        do throws(BrokerFailure) {
+            let grant = try makeGrant(request, redirectURI: receiver.redirectURI, metadata: metadata)
+            flow.attach(grant)
+            let url = grant.authorizationURL.absoluteString
+            await flow.notify(.webAuthDidStartLoad(WebAuthLoadNotification(correlationId: correlationId, url: url)))
+            let browser: LaunchedBrowser
+            do {
+                browser =
+                    request.webviewType == .customBrowser
+                    ? try await BrowserLauncher.openCustomBrowser(
+                        grant.authorizationURL,
+                        command: request.browserCommand,
+                        environment: request.environment
+                    )
+                    : try await BrowserLauncher.openSystemBrowser(
+                        grant.authorizationURL,
+                        environment: request.environment
+                    )
+            } catch {
+                throw BrokerFailure.invalidParams("params.webviewType", error.reason)
+            }
+            await flow.notify(.webAuthDidFinishLoad(WebAuthLoadNotification(correlationId: correlationId, url: url)))
+            let redirect = try await waitForRedirect(receiver, browser: browser)
+            await receiver.close()
+            await flow.notify(.webAuthDidComplete(WebAuthCompleteNotification(correlationId: correlationId)))
+            return try await redeem(redirect, grant: grant, request: request, metadata: metadata)
+        } catch {
+            await receiver.close()
+            throw error
+        }
+    }
+
+    /// The redirect the listener accepted, unless the browser command fails first or the flow is canceled.
+    private nonisolated func waitForRedirect(
+        _ receiver: LoopbackRedirectReceiver,
+        browser: LaunchedBrowser
+    ) async throws(BrokerFailure) -> Secret {
+        let outcome = await withTaskGroup(of: Result<Secret, BrokerFailure>?.self) { group in
+            group.addTask {
+                guard let url = await receiver.redirect() else {
+                    return .failure(BrokerFailure(.userCanceled, "the sign-in was canceled"))
+                }
+                return .success(Secret(url))
+            }
+            group.addTask {
+                guard let status = await browser.exitStatus(), status != 0 else { return nil }
+                return .failure(
+                    BrokerFailure.invalidParams(
+                        "params.webviewType",
+                        "\(browser.name) exited with status \(status) before the sign-in completed"
+                    )
+                )
+            }
+            var decided: Result<Secret, BrokerFailure>?
+            for await result in group {
+                if let result {
+                    decided = result
+                    break
+                }
+            }
+            group.cancelAll()
+            return decided
+        }
+        guard let outcome else { throw BrokerFailure(.userCanceled, "the sign-in was canceled") }
+        return try outcome.get()
+    }
+
+    private nonisolated func embeddedSignIn(
+        _ flow: InteractiveFlow,
+        _ request: InteractiveRequest,
+        metadata: ProviderMetadata
+    ) async throws(BrokerFailure) -> TokenResult {
+        let correlationId = request.correlationId
+        let grant = try makeGrant(request, redirectURI: request.redirectUri ?? "", metadata: metadata)
+        flow.attach(grant)
+        let url = grant.authorizationURL.absoluteString
+        await flow.notify(.webAuthDidStartLoad(WebAuthLoadNotification(correlationId: correlationId, url: url)))
+        guard let redirect = await flow.embeddedResponse() else {
+            throw BrokerFailure(.userCanceled, "the sign-in was canceled")
+        }
+        await flow.notify(.webAuthDidComplete(WebAuthCompleteNotification(correlationId: correlationId)))
+        return try await redeem(redirect, grant: grant, request: request, metadata: metadata)
+    }
+
+    private nonisolated func deviceCodeSignIn(
+        _ flow: InteractiveFlow,
+        _ request: InteractiveRequest,
+        metadata: ProviderMetadata
+    ) async throws(BrokerFailure) -> TokenResult {
+        let correlationId = request.correlationId
+        let grant = DeviceCodeGrant(
+            clientId: request.silent.clientId,
+            scopes: Self.requestScopes(request.silent.scopes),
+            claims: request.silent.claims,
+            requestsClientInfo: request.silent.authority.isEntra
+        )
+        let response: TokenResponse
+        do throws(OAuthError) {
+            let authorization = try await grant.start(
+                metadata: metadata,
+                via: identityProviders.endpoint,
+                correlationId: correlationId
+            )
+            await flow.notify(
+                .deviceCodePrompt(
+                    DeviceCodeNotification(
+                        correlationId: correlationId,
+                        userCode: authorization.userCode,
+                        verificationUri: authorization.verificationURI,
+                        verificationUriComplete: authorization.verificationURIComplete,
+                        message: authorization.prompt,
+                        expiresIn: Int(authorization.expiresIn)
+                    )
+                )
+            )
+            response = try await grant.poll(
+                authorization,
+                metadata: metadata,
+                via: identityProviders.endpoint,
+                correlationId: correlationId,
+                clock: ContinuousClock()
+            )
+        } catch {
+            throw BrokerFailure(oauth: error, correlationId: correlationId)
+        }
+        return try await store(response, request: request, metadata: metadata, nonce: nil)
+    }
+
+    private nonisolated func makeGrant(
+        _ request: InteractiveRequest,
+        redirectURI: String,
+        metadata: ProviderMetadata
+    ) throws(BrokerFailure) -> AuthorizationCodeGrant {
+        do {
+            return try AuthorizationCodeGrant(
+                request.authorizationRequest(redirectURI: redirectURI),
+                metadata: metadata
+            )
+        } catch {
+            throw BrokerFailure(oauth: error, correlationId: request.correlationId)
+        }
+    }
+
+    /// Reads the code from the redirect, redeems it, and stores the tokens.
+    private nonisolated func redeem(
+        _ redirect: Secret,
+        grant: AuthorizationCodeGrant,
+        request: InteractiveRequest,
+        metadata: ProviderMetadata
+    ) async throws(BrokerFailure) -> TokenResult {
+        let correlationId = request.correlationId
+        let code: Secret
+        do throws(RedirectOutcomeError) {
+            code = try grant.code(from: redirect.reveal())
+        } catch {
+            switch error {
+            case .notOurs(let rejection): throw BrokerFailure(.internalError, rejection.reason)
+            case .failed(let failure): throw BrokerFailure(oauth: failure, correlationId: correlationId)
+            }
+        }
+        let response: TokenResponse
+        do {
+            response = try await grant.redeem(code, via: identityProviders.endpoint, correlationId: correlationId)
+        } catch {
+            throw BrokerFailure(oauth: error, correlationId: correlationId)
+        }
+        return try await store(response, request: request, metadata: metadata, nonce: grant.nonce)
+    }
+
+    /// Checks the id_token (with the nonce sent, for the code flow) and stores the tokens of a sign-in.
+    private nonisolated func store(
+        _ response: TokenResponse,
+        request: InteractiveRequest,
+        metadata: ProviderMetadata,
+        nonce: String?
+    ) async throws(BrokerFailure) -> TokenResult {
+        let correlationId = request.correlationId
+        let now = nowSeconds
+        let claims: [String: JSONValue]?
+        do {
+            claims = try await identityProviders.validatedClaims(
+                of: response,
+                metadata: metadata,
+                clientId: request.silent.clientId,
+                nonce: nonce,
+                now: now
+            )
+        } catch {
+            throw BrokerFailure(
+                .serverError,
+                "the identity provider's id_token was refused: \(error)",
+                details: .init(correlationId: correlationId)
+            )
+        }
+        let context = IssueContext(
+            clientId: request.silent.clientId,
+            authority: request.silent.authority,
+            requestedScopes: request.silent.scopes,
+            account: nil
+        )
+        let issued = try cache.read { contents throws(BrokerFailure) in
+            try IssuedTokens(response, for: context, claims: claims, redeemed: nil, in: contents, now: now)
+        }
+        return try await store(issued, clientInfo: response.clientInfo, correlationId: correlationId)
+    }
+}

@@ -1,0 +1,319 @@
+import BrokerCache
+import BrokerOAuth
+import BrokerProtocol
+import Foundation
+import Logging
+
+/// What makes two silent requests need the same refresh: same app, account, tenant, scopes and claims.
+struct RefreshKey: Hashable, Sendable {
+    let clientId: String
+    let homeAccountId: String
+    let environment: String
+    let realm: String
+    let scopes: Set<String>
+    let claims: String?
+    let forceRefresh: Bool
+
+    init(request: SilentRequest, lookup: CacheLookup) {
+        clientId = request.clientId.lowercased()
+        homeAccountId = lookup.cacheAccount.homeAccountId.lowercased()
+        environment = request.authority.environment
+        realm = lookup.realm.lowercased()
+        scopes = request.scopes.normalized
+        claims = request.claims
+        forceRefresh = request.forceRefresh
+    }
+}
+
+extension TokenBroker {
+    /// Refreshes started, and silent requests that waited for one already under way instead of starting their own.
+    public var refreshCounts: (started: Int, joined: Int) {
+        (refreshesStarted, refreshesJoined)
+    }
+
+    /// Runs `work` once for all concurrent callers with the same key: the first starts it, the others wait for
+    /// its result.
+    ///
+    /// The work runs in a task of its own, so a caller that goes away does not cut a refresh short: a rotated
+    /// refresh token is always stored.
+    func sharedRefresh(
+        _ key: RefreshKey,
+        _ work: @escaping @Sendable () async throws(BrokerFailure) -> TokenResult
+    ) async throws(BrokerFailure) -> TokenResult {
+        let task: Task<Result<TokenResult, BrokerFailure>, Never>
+        if let running = refreshes[key] {
+            task = running
+            refreshesJoined += 1
+        } else {
+            task = Task {
+                do throws(BrokerFailure) {
+                    return .success(try await work())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            refreshes[key] = task
+            refreshesStarted += 1
+        }
+        let result = await task.value
+        if refreshes[key] == task { refreshes[key] = nil }
+        return try result.get()
+    }
+
+    /// The refresh a silent request needs, in MSAL's order (`msal-and-broker.md` §3): an app the broker has not
+    /// seen tries the family refresh tokens, and learns from `client_mismatch` that it is not in the family; a
+    /// family app uses them; then the app's own refresh tokens, newest first.
+    ///
+    /// When the provider cannot be reached, a cached access token that is still valid is the answer.
+    nonisolated func refresh(
+        _ request: SilentRequest,
+        found: CacheLookup,
+        correlationId: String
+    ) async throws(BrokerFailure) -> TokenResult {
+        let account = found.cacheAccount
+        let environments = request.authority.environmentAliases
+        let (candidates, knownApp) = cache.read { contents in
+            Self.refreshCandidates(for: request.clientId, account: account, environments: environments, in: contents)
+        }
+        guard !candidates.isEmpty else {
+            throw BrokerFailure(
+                .interactionRequired,
+                "no refresh token of this app or its family is cached for \(Self.displayName(account)); sign in "
+                    + "interactively",
+                details: .init(correlationId: correlationId)
+            )
+        }
+        let metadata: ProviderMetadata
+        do {
+            metadata = try await identityProviders.metadata(for: request.authority, correlationId: correlationId)
+        } catch {
+            return try fallback(found, request: request, failure: error, correlationId: correlationId)
+        }
+        _ = knownApp
+        var lastFailure: BrokerFailure?
+        var familyRefused = false
+        for candidate in candidates {
+            if familyRefused && candidate.clientId.lowercased() != request.clientId.lowercased() { continue }
+            let redeemed: (response: TokenResponse, claims: [String: JSONValue]?)
+            do {
+                redeemed = try await redeem(
+                    candidate,
+                    for: request,
+                    account: account,
+                    metadata: metadata,
+                    correlationId: correlationId
+                )
+            } catch {
+                let failure = BrokerFailure(oauth: error, correlationId: correlationId)
+                switch error.kind {
+                case .rejected where error.suberror == "client_mismatch":
+                    // The app is not in the family: remember it, as MSAL does, and use its own tokens.
+                    familyRefused = true
+                    lastFailure = failure
+                    await markOutsideFamily(request.clientId, environment: account.environment)
+                case .rejected where error.suberror == "bad_token":
+                    // The provider says this refresh token is dead (revoked, or replayed): keeping it helps no one.
+                    lastFailure = failure
+                    await forget(candidate)
+                case .rejected where error.requiresInteraction:
+                    lastFailure = failure
+                case .rejected where error.error == "invalid_scope":
+                    // Scopes beyond what the user granted: only a sign-in can grant them.
+                    lastFailure = BrokerFailure(
+                        .interactionRequired,
+                        "the sign-in did not grant these scopes; sign in interactively to ask for them",
+                        details: failure.details
+                    )
+                case .unavailable, .throttled, .invalidResponse, .canceled, .expired:
+                    return try fallback(found, request: request, failure: failure, correlationId: correlationId)
+                case .rejected, .invalidRequest:
+                    throw failure
+                }
+                continue
+            }
+            let context = IssueContext(
+                clientId: request.clientId,
+                authority: request.authority,
+                requestedScopes: request.scopes,
+                account: account
+            )
+            let now = nowSeconds
+            let issued = try cache.read { contents throws(BrokerFailure) in
+                try IssuedTokens(
+                    redeemed.response,
+                    for: context,
+                    claims: redeemed.claims,
+                    redeemed: candidate,
+                    in: contents,
+                    now: now
+                )
+            }
+            return try await store(issued, clientInfo: redeemed.response.clientInfo, correlationId: correlationId)
+        }
+        throw lastFailure
+            ?? BrokerFailure(
+                .interactionRequired,
+                "sign in interactively",
+                details: .init(correlationId: correlationId)
+            )
+    }
+
+    /// The refresh tokens to try, in order, and the app's metadata if the broker has seen the app.
+    nonisolated static func refreshCandidates(
+        for clientId: String,
+        account: BrokerCache.Account,
+        environments: Set<String>,
+        in contents: borrowing CacheContents
+    ) -> ([RefreshToken], AppMetadata?) {
+        let all = contents.refreshTokens(homeAccountId: account.homeAccountId, environments: environments)
+            .sorted { ($0.lastModificationTime ?? 0) > ($1.lastModificationTime ?? 0) }
+        let own = all.filter { $0.clientId.lowercased() == clientId.lowercased() }
+        let family = all.filter { $0.familyId == "1" && $0.clientId.lowercased() != clientId.lowercased() }
+        let metadata = contents.appMetadata(clientId: clientId, environments: environments)
+        switch metadata {
+        case nil: return (family + own, nil)  // first use: the family might take it
+        case let known? where known.familyId == "1": return (family + own, known)
+        case let known?: return (own, known)  // known to be outside the family
+        }
+    }
+
+    /// Redeems one refresh token: the response and its id_token's checked claims.
+    private nonisolated func redeem(
+        _ refreshToken: RefreshToken,
+        for request: SilentRequest,
+        account: BrokerCache.Account,
+        metadata: ProviderMetadata,
+        correlationId: String
+    ) async throws(OAuthError) -> (response: TokenResponse, claims: [String: JSONValue]?) {
+        let grant = RefreshTokenGrant(
+            clientId: request.clientId,
+            refreshToken: refreshToken.secret,
+            scopes: Self.refreshScopes(request, refreshToken: refreshToken),
+            claims: request.claims,
+            requestsClientInfo: request.authority.isEntra,
+            anchorMailbox: request.authority.isEntra ? Self.anchorMailbox(account.homeAccountId) : nil
+        )
+        let response = try await grant.redeem(
+            at: metadata.tokenEndpoint,
+            via: identityProviders.endpoint,
+            correlationId: correlationId
+        )
+        logger.debug(
+            "refreshed",
+            metadata: [
+                "correlationId": "\(correlationId)", "clientId": "\(request.clientId)",
+                "family": "\(refreshToken.isFamilyToken)", "response": "\(response)",
+            ]
+        )
+        let now = nowSeconds
+        do {
+            let claims = try await identityProviders.validatedClaims(
+                of: response,
+                metadata: metadata,
+                clientId: request.clientId,
+                nonce: nil,
+                now: now
+            )
+            return (response, claims)
+        } catch {
+            // Untrusted answer: hand nothing out, but keep a rotated refresh token, or the sign-in is lost.
+            let context = IssueContext(
+                clientId: request.clientId,
+                authority: request.authority,
+                requestedScopes: request.scopes,
+                account: account
+            )
+            await keepRotatedRefreshToken(response, context: context, redeemed: refreshToken, now: now)
+            throw OAuthError(.invalidResponse, "the identity provider's id_token was refused: \(error)")
+        }
+    }
+
+    private nonisolated func keepRotatedRefreshToken(
+        _ response: TokenResponse,
+        context: IssueContext,
+        redeemed: RefreshToken,
+        now: Int64
+    ) async {
+        guard response.refreshToken != nil,
+            let issued = try? cache.read({ contents throws(BrokerFailure) in
+                try IssuedTokens(response, for: context, claims: nil, redeemed: redeemed, in: contents, now: now)
+            })
+        else { return }
+        let changes = CacheChanges(
+            upserts: issued.changes.upserts.filter { $0.id.section == .refreshToken },
+            deletions: issued.changes.deletions.filter { $0.section == .refreshToken }
+        )
+        do {
+            try await cache.commit(changes)
+        } catch {
+            logger.error("a rotated refresh token could not be stored", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// A cached token while the provider is down, or the failure.
+    private nonisolated func fallback(
+        _ found: CacheLookup,
+        request: SilentRequest,
+        failure: BrokerFailure,
+        correlationId: String
+    ) throws(BrokerFailure) -> TokenResult {
+        guard !request.bypassesCache, let fallback = found.fallback else { throw failure }
+        logger.notice(
+            "identity provider unavailable; handing out the cached token",
+            metadata: ["correlationId": "\(correlationId)", "reason": "\(failure.message)"]
+        )
+        return found.tokenResult(
+            fallback.token,
+            scopes: fallback.scopes.scopes,
+            source: .cache,
+            correlationId: correlationId
+        )
+    }
+
+    private nonisolated func markOutsideFamily(_ clientId: String, environment: String) async {
+        let metadata = AppMetadata(clientId: clientId, environment: environment, familyId: nil)
+        do {
+            try await cache.commit(CacheChanges(upserts: [.appMetadata(metadata)]))
+        } catch {
+            logger.error("the app's metadata could not be written", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private nonisolated func forget(_ refreshToken: RefreshToken) async {
+        do {
+            try await cache.commit(CacheChanges(deletions: [refreshToken.id]))
+        } catch {
+            logger.error("a dead refresh token could not be removed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// The scopes sent to the provider: the app's, plus `openid profile offline_access`.
+    nonisolated static func requestScopes(_ scopes: ScopeSet) -> [String] {
+        let reserved = ["openid", "profile", "offline_access"]
+        let wanted = scopes.scopes.filter { !ScopeSet.reserved.contains($0.lowercased()) }
+        return wanted + reserved
+    }
+
+    /// The scopes of a refresh: Entra ID's are the app's plus `openid profile offline_access`, as MSAL sends them;
+    /// a generic provider gets the reserved ones only when its grant had them (it refuses any scope beyond).
+    nonisolated static func refreshScopes(_ request: SilentRequest, refreshToken: RefreshToken) -> [String] {
+        guard !request.authority.isEntra, let target = refreshToken.target else {
+            return requestScopes(request.scopes)
+        }
+        let granted = ScopeSet(target: target).scopes.map { $0.lowercased() }
+        let wanted = request.scopes.scopes.filter { !ScopeSet.reserved.contains($0.lowercased()) }
+        return wanted + ["openid", "profile", "offline_access"].filter { granted.contains($0) }
+    }
+
+    /// Entra ID's routing hint for an account `uid.utid`.
+    nonisolated static func anchorMailbox(_ homeAccountId: String) -> String? {
+        let parts = homeAccountId.split(separator: ".")
+        guard parts.count == 2 else { return nil }
+        return "Oid:\(parts[0])@\(parts[1])"
+    }
+
+    /// The account as messages name it.
+    nonisolated static func displayName(_ account: BrokerCache.Account) -> String {
+        account.username.isEmpty ? account.homeAccountId : account.username
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+
+/// The discovery documents and signing keys of the providers the broker talks to, fetched once and kept.
+///
+/// Concurrent first requests for one authority share one fetch. A failed fetch is not remembered, so the next
+/// request tries again.
+public actor ProviderDirectory {
+    /// How long a discovery document is trusted before it is fetched again.
+    public static let documentLifetime: Duration = .seconds(24 * 3600)
+
+    private let transport: any HTTPTransport
+    private let timeout: Duration
+    private var documents: [URL: (metadata: ProviderMetadata, fetched: ContinuousClock.Instant)] = [:]
+    private var pending: [URL: Task<Result<ProviderMetadata, OAuthError>, Never>] = [:]
+    private var keySets: [URL: SigningKeys] = [:]
+
+    /// Creates a directory that fetches over `transport`.
+    public init(transport: any HTTPTransport, timeout: Duration = .seconds(15)) {
+        self.transport = transport
+        self.timeout = timeout
+    }
+
+    /// The discovery document of `authority`, validated against it.
+    public func metadata(for authority: Authority) async throws(OAuthError) -> ProviderMetadata {
+        let url = ProviderMetadata.discoveryURL(for: authority)
+        if let cached = documents[url], cached.fetched.duration(to: .now) < Self.documentLifetime {
+            return cached.metadata
+        }
+        let task: Task<Result<ProviderMetadata, OAuthError>, Never>
+        if let running = pending[url] {
+            task = running
+        } else {
+            let transport = transport
+            let timeout = timeout
+            task = Task { await Self.fetch(url, authority: authority, transport: transport, timeout: timeout) }
+            pending[url] = task
+        }
+        let result = await task.value
+        pending[url] = nil
+        let metadata = try result.get()
+        documents[url] = (metadata, .now)
+        return metadata
+    }
+
+    /// The signing keys behind `metadata.jwksURI`; nil when the provider publishes none.
+    public func signingKeys(for metadata: ProviderMetadata) -> SigningKeys? {
+        guard let url = metadata.jwksURI else { return nil }
+        if let keys = keySets[url] { return keys }
+        let keys = SigningKeys(url: url, transport: transport, timeout: timeout)
+        keySets[url] = keys
+        return keys
+    }
+
+    private static func fetch(
+        _ url: URL,
+        authority: Authority,
+        transport: any HTTPTransport,
+        timeout: Duration
+    ) async -> Result<ProviderMetadata, OAuthError> {
+        do throws(OAuthError) {
+            let body = try await transport.getJSON(url, what: "discovery document", timeout: timeout)
+            guard let metadata = try? JSONDecoder().decode(ProviderMetadata.self, from: Data(body)) else {
+                throw OAuthError(
+                    .invalidResponse,
+                    "the discovery document at \(url.absoluteString) lacks issuer, authorization_endpoint or "
+                        + "token_endpoint"
+                )
+            }
+            do {
+                try metadata.validate(for: authority)
+            } catch {
+                throw OAuthError(.invalidResponse, "the discovery document at \(url.absoluteString): \(error)")
+            }
+            return .success(metadata)
+        } catch {
+            return .failure(error)
+        }
+    }
+}
+
+/// One provider's JWKS: fetched on first use, fetched again when a token names a key id not seen yet (keys roll
+/// over), but such refetches at most once a minute.
+public actor SigningKeys {
+    /// The shortest time between two fetches.
+    public static let refetchInterval: Duration = .seconds(60)
+
+    private let url: URL
+    private let transport: any HTTPTransport
+    private let timeout: Duration
+    private var keys: [JSONWebKey] = []
+    private var fetched = false
+    private var refetched: ContinuousClock.Instant?
+
+    init(url: URL, transport: any HTTPTransport, timeout: Duration) {
+        self.url = url
+        self.transport = transport
+        self.timeout = timeout
+    }
+
+    /// The keys that may have signed a token with key id `keyId` and `algorithm`.
+    func keys(for keyId: String?, algorithm: String) async throws(IDTokenError) -> [JSONWebKey] {
+        let found = matching(keyId, algorithm)
+        if !found.isEmpty { return found }
+        if fetched {
+            if let refetched, refetched.duration(to: .now) < Self.refetchInterval { return [] }
+            refetched = .now
+        }
+        do {
+            let body = try await transport.getJSON(url, what: "JWKS", timeout: timeout)
+            keys = try JSONWebKey.keySet(body: body)
+            fetched = true
+        } catch let error as IDTokenError {
+            throw error
+        } catch {
+            throw IDTokenError("the issuer's signing keys could not be fetched: \(error)")
+        }
+        return matching(keyId, algorithm)
+    }
+
+    private func matching(_ keyId: String?, _ algorithm: String) -> [JSONWebKey] {
+        keys.filter { key in key.fits(algorithm) && (keyId == nil || key.keyId == keyId) }
+    }
+}
+
+extension HTTPTransport {
+    /// GETs a JSON document: the body of a 200 answer, or an error that says what failed.
+    func getJSON(_ url: URL, what: String, timeout: Duration) async throws(OAuthError) -> [UInt8] {
+        let response: HTTPResponse
+        do {
+            response = try await send(
+                HTTPRequest(method: .get, url: url, headers: [("Accept", "application/json")]),
+                timeout: timeout
+            )
+        } catch {
+            throw OAuthError(.unavailable, "could not fetch the \(what) at \(url.absoluteString): \(error)")
+        }
+        guard response.status == 200 else {
+            let kind: OAuthError.Kind =
+                response.status >= 500 || response.status == 429 ? .unavailable : .invalidResponse
+            throw OAuthError(
+                kind,
+                "could not fetch the \(what) at \(url.absoluteString): HTTP \(response.status)",
+                status: response.status
+            )
+        }
+        return response.body
+    }
+}

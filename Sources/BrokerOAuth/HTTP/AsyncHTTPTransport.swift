@@ -1,0 +1,92 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// The broker's HTTP client: async-http-client with connect and read timeouts, no redirects followed (an
+/// identity provider's token endpoint never redirects, and following one could carry a code elsewhere), and
+/// responses bounded to ``maximumResponseBytes``.
+public final class AsyncHTTPTransport: HTTPTransport {
+    /// The largest response body read; larger answers fail as ``TransportError/Kind/responseTooLarge``.
+    public static let maximumResponseBytes = 1 << 20
+
+    private let client: HTTPClient
+
+    /// Creates a client with its own connection pool on NIO's shared event loops.
+    ///
+    /// async-http-client requires a shutdown before release, so prefer ``shared``; one made here must live
+    /// until the process ends.
+    private init(connectTimeout: Duration = .seconds(10), readTimeout: Duration = .seconds(30)) {
+        var pool = HTTPClient.Configuration.ConnectionPool()
+        // async-http-client would keep retrying a refused connection until the request's deadline; the token
+        // endpoint's own retry policy decides that instead, so a provider that is down is known at once.
+        pool.retryConnectionEstablishment = false
+        let configuration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow,
+            timeout: .init(connect: TimeAmount(connectTimeout), read: TimeAmount(readTimeout)),
+            connectionPool: pool,
+            decompression: .disabled
+        )
+        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    /// The process's transport with the default timeouts.
+    ///
+    /// It lives as long as the process (like `HTTPClient.shared`), so nobody has to shut it down.
+    public static let shared = AsyncHTTPTransport()
+
+    /// Sends `request`, collecting at most ``maximumResponseBytes`` of body.
+    public func send(_ request: HTTPRequest, timeout: Duration) async throws(TransportError) -> HTTPResponse {
+        var outgoing = HTTPClientRequest(url: request.url.absoluteString)
+        outgoing.method = request.method == .get ? .GET : .POST
+        for header in request.headers { outgoing.headers.add(name: header.name, value: header.value) }
+        if let body = request.body { outgoing.body = .bytes(ByteBuffer(bytes: body)) }
+        do {
+            let deadline = NIODeadline.now() + TimeAmount(timeout)
+            let response = try await client.execute(outgoing, deadline: deadline)
+            let body = try await response.body.collect(upTo: Self.maximumResponseBytes)
+            return HTTPResponse(
+                status: Int(response.status.code),
+                headers: response.headers.map { ($0.name, $0.value) },
+                body: Array(buffer: body)
+            )
+        } catch {
+            throw Self.classify(error, request: request)
+        }
+    }
+
+    private static func classify(_ error: any Error, request: HTTPRequest) -> TransportError {
+        let target = request.url.host.map { host in request.url.port.map { "\(host):\($0)" } ?? host } ?? "?"
+        if error is NIOTooManyBytesError {
+            return TransportError(.responseTooLarge, "\(target) answered more than \(maximumResponseBytes) bytes")
+        }
+        if error is CancellationError { return TransportError(.canceled, "the request to \(target) was canceled") }
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .connectTimeout:
+                return TransportError(.connection, "could not connect to \(target) in time")
+            case .deadlineExceeded, .readTimeout, .writeTimeout:
+                return TransportError(.timeout, "\(target) did not answer in time")
+            case .cancelled:
+                return TransportError(.canceled, "the request to \(target) was canceled")
+            default:
+                break
+            }
+        }
+        // None of these errors carries a request body (requests with secrets are POSTs whose URL has no query), so
+        // their text is safe to keep.
+        let reason = String(describing: error).prefix(200)
+        if error is NIOConnectionError {
+            return TransportError(.connection, "could not connect to \(target): \(reason)")
+        }
+        return TransportError(.interrupted, "the exchange with \(target) broke off: \(reason)")
+    }
+}
+
+extension TimeAmount {
+    fileprivate init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

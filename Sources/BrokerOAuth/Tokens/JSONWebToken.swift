@@ -1,0 +1,81 @@
+public import BrokerProtocol
+import Foundation
+
+/// A JWS in compact form (RFC 7515 §7.1), split and decoded but not yet trusted.
+public struct JSONWebToken: Sendable {
+    /// The protected header.
+    public let header: [String: JSONValue]
+    /// The payload's claims.
+    public let claims: [String: JSONValue]
+    /// `base64url(header) "." base64url(payload)`: what the signature covers.
+    let signingInput: [UInt8]
+    /// The signature bytes.
+    let signature: [UInt8]
+
+    /// Splits and decodes `compact`; the signature is not checked here.
+    public init(compact: String) throws(IDTokenError) {
+        let parts = compact.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { throw IDTokenError("the id_token is not a compact JWS (three parts)") }
+        guard let headerBytes = Base64URL.decode(parts[0]), let payloadBytes = Base64URL.decode(parts[1]),
+            let signature = Base64URL.decode(parts[2])
+        else { throw IDTokenError("the id_token is not base64url") }
+        guard let header = try? JSONValue.parse(Array(headerBytes)).objectValue else {
+            throw IDTokenError("the id_token's header is not a JSON object")
+        }
+        guard let claims = try? JSONValue.parse(Array(payloadBytes)).objectValue else {
+            throw IDTokenError("the id_token's claims are not a JSON object")
+        }
+        self.header = header
+        self.claims = claims
+        self.signingInput = Array(parts[0].utf8) + [UInt8(ascii: ".")] + Array(parts[1].utf8)
+        self.signature = Array(signature)
+    }
+
+    /// The signing algorithm (`alg`).
+    public var algorithm: String? {
+        header["alg"]?.stringValue
+    }
+
+    /// The key id (`kid`).
+    public var keyId: String? {
+        header["kid"]?.stringValue
+    }
+
+    /// A string claim.
+    public func string(_ name: String) -> String? {
+        claims[name]?.stringValue
+    }
+
+    /// A numeric date claim, in epoch seconds (fractions dropped).
+    public func seconds(_ name: String) -> Int64? {
+        switch claims[name] {
+        case .integer(let value)?: value
+        case .number(let value)? where value.isFinite && abs(value) < 1e15: Int64(value)
+        default: nil
+        }
+    }
+
+    /// The audiences: `aud` as a string or an array of strings.
+    public var audiences: [String] {
+        switch claims["aud"] {
+        case .string(let value)?: [value]
+        case .array(let values)?: values.compactMap(\.stringValue)
+        default: []
+        }
+    }
+}
+
+/// Why an id_token was refused.
+public struct IDTokenError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What is wrong; never the token.
+    public var reason: String
+
+    init(_ reason: String) {
+        self.reason = reason
+    }
+
+    /// The reason.
+    public var description: String {
+        reason
+    }
+}

@@ -1,0 +1,197 @@
+import BrokerCache
+import BrokerCore
+import BrokerOAuth
+import BrokerProtocol
+import BrokerTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// The silent refresh path against a scripted token endpoint (the integration tests run it against real
+/// providers): MSAL's order of refresh tokens, FOCI, rotation, fallback, single flight.
+struct RefreshTests {
+    static let now = Int64(Date().timeIntervalSince1970)
+    static let family = "22222222-aaaa-4bbb-8ccc-00000000000f"
+    static let clientInfo = Base64URL.encode(
+        Array(#"{"uid":"\#(CacheFixtures.ada.oid)","utid":"\#(CacheFixtures.tenant)"}"#.utf8)
+    )
+
+    /// A token answer for Ada, numbered.
+    static func issued(_ label: String, foci: Bool = false, refreshIn: Int? = nil) -> ScriptedTransport.Answer {
+        var body: [String: Any] = [
+            "access_token": "AT-NEW-\(label)", "token_type": "Bearer", "expires_in": 3600, "ext_expires_in": 7200,
+            "refresh_token": "RT-NEW-\(label)", "client_info": clientInfo,
+            "scope": "https://graph.microsoft.com/User.Read https://graph.microsoft.com/Mail.Read",
+        ]
+        if foci { body["foci"] = "1" }
+        if let refreshIn { body["refresh_in"] = refreshIn }
+        return ScriptedTransport.json(200, body)
+    }
+
+    /// A cache whose access token needs a refresh (200 s left: inside the 5-minute buffer).
+    static func staleCache(familyId: String? = nil, extra: [String: JSONValue] = [:]) -> JSONValue {
+        CacheFixtures.msalCache(expiresOn: now + 200, familyId: familyId, extraAccessTokenFields: extra)
+    }
+
+    func refreshTokens(_ fixture: BrokerFixture) -> [String] {
+        fixture.store.entries.compactMap { entry -> String? in
+            guard case .refreshToken(let token) = entry else { return nil }
+            return token.secret.reveal()
+        }.sorted()
+    }
+
+    @Test func refreshesWithTheAppsTokenAndStoresTheRotatedOne() async throws {
+        let transport = ScriptedTransport.provider { request in
+            request.formFields["refresh_token"] == "RT-SECRET-1-\(CacheFixtures.ada.oid)"
+                ? Self.issued("1") : ScriptedTransport.json(400, ["error": "invalid_grant"])
+        }
+        let fixture = try await BrokerFixture(documents: [Self.staleCache()], transport: transport)
+        let result = try await fixture.silent()
+        #expect(result.tokenSource == .identityProvider)
+        #expect(result.accessToken.reveal() == "AT-NEW-1")
+        #expect(result.account.username == "ada@contoso.com")
+        #expect(result.extendedExpiresOn != nil)
+        // The rotated token replaced the old one, on disk.
+        #expect(refreshTokens(fixture) == ["RT-NEW-1"])
+        let sent = transport.sent.last
+        #expect(sent?.formFields["client_id"] == CacheFixtures.clientId)
+        #expect(sent?.formFields["client_info"] == "1")
+        #expect(sent?.formFields["scope"]?.contains("offline_access") == true)
+        #expect(sent?.headers.contains { $0.name == "X-AnchorMailbox" } == true)
+        // Then the cache answers.
+        let again = try await fixture.silent()
+        #expect(again.tokenSource == .cache && again.accessToken.reveal() == "AT-NEW-1")
+        #expect(transport.count(endingIn: "/token") == 1)
+    }
+
+    @Test func aNewFamilyAppUsesTheFamilyRefreshToken() async throws {
+        let transport = ScriptedTransport.provider { request in
+            request.formFields["client_id"] == Self.family ? Self.issued("y", foci: true) : Self.issued("x")
+        }
+        let fixture = try await BrokerFixture(documents: [CacheFixtures.msalCache(familyId: "1")], transport: transport)
+        let result = try await fixture.silent(clientId: Self.family)
+        #expect(result.accessToken.reveal() == "AT-NEW-y")
+        #expect(transport.sent.last?.formFields["refresh_token"] == "RT-SECRET-1-\(CacheFixtures.ada.oid)")
+        // The new family token replaced the one redeemed (the provider may have rotated it out).
+        #expect(refreshTokens(fixture) == ["RT-NEW-y"])
+        // The first app now refreshes through the family too.
+        let first = try await fixture.silent(clientId: CacheFixtures.clientId, forceRefresh: true)
+        #expect(first.accessToken.reveal() == "AT-NEW-x")
+        #expect(transport.sent.last?.formFields["refresh_token"] == "RT-NEW-y")
+    }
+
+    @Test func clientMismatchMarksTheAppOutsideTheFamily() async throws {
+        let transport = ScriptedTransport.provider { _ in
+            ScriptedTransport.json(
+                400,
+                ["error": "invalid_grant", "suberror": "client_mismatch", "error_description": "AADSTS70000"]
+            )
+        }
+        let fixture = try await BrokerFixture(documents: [CacheFixtures.msalCache(familyId: "1")], transport: transport)
+        await expectFailure(.interactionRequired) { _ = try await fixture.silent(clientId: Self.family) }
+        #expect(transport.count(endingIn: "/token") == 1)
+        let metadata = fixture.store.entries.compactMap { entry -> AppMetadata? in
+            guard case .appMetadata(let metadata) = entry, metadata.clientId == Self.family else { return nil }
+            return metadata
+        }
+        #expect(metadata.count == 1 && metadata.first?.familyId == nil)
+        // Known to be outside the family, the app no longer tries the family's token; the token stays.
+        await expectFailure(.interactionRequired) { _ = try await fixture.silent(clientId: Self.family) }
+        #expect(transport.count(endingIn: "/token") == 1)
+        #expect(refreshTokens(fixture).count == 1)
+    }
+
+    @Test func aDeadRefreshTokenIsForgottenOthersAreKept() async throws {
+        let answer = Mutex<[String: Any]>(["error": "invalid_grant", "suberror": "consent_required"])
+        let transport = ScriptedTransport.provider { _ in ScriptedTransport.json(400, answer.withLock { $0 }) }
+        let fixture = try await BrokerFixture(documents: [Self.staleCache()], transport: transport)
+        await expectFailure(.interactionRequired) { _ = try await fixture.silent() }
+        #expect(refreshTokens(fixture).count == 1)
+        answer.withLock { $0 = ["error": "invalid_grant", "suberror": "bad_token"] }
+        await expectFailure(.interactionRequired) { _ = try await fixture.silent(scopes: ["Files.Read"]) }
+        #expect(refreshTokens(fixture).isEmpty)
+    }
+
+    @Test func theCachedTokenServesWhileTheProviderIsDown() async throws {
+        let transport = ScriptedTransport.provider { _ in ScriptedTransport.json(503, [:]) }
+        var configuration = BrokerConfiguration()
+        configuration.retryPolicy = RetryPolicy(attempts: 1)
+        let fixture = try await BrokerFixture(
+            documents: [Self.staleCache(extra: ["refresh_on": .string(String(Self.now - 10))])],
+            transport: transport,
+            configuration: configuration
+        )
+        let result = try await fixture.silent()
+        #expect(result.tokenSource == .cache)
+        #expect(result.accessToken.reveal().hasPrefix("eyJ"))
+        #expect(refreshTokens(fixture).count == 1)
+        // Unless the app insists on a new one.
+        await expectFailure(.serverError) { _ = try await fixture.silent(forceRefresh: true) }
+        // Or needs more validity than the cached token has.
+        await expectFailure(.serverError) { _ = try await fixture.silent(minimumValiditySeconds: 600) }
+    }
+
+    @Test func aRefreshDueTokenIsRefreshedProactively() async throws {
+        let transport = ScriptedTransport.provider { _ in Self.issued("p", refreshIn: 1800) }
+        let fixture = try await BrokerFixture(
+            documents: [
+                CacheFixtures.msalCache(extraAccessTokenFields: ["refresh_on": .string(String(Self.now - 10))])
+            ],
+            transport: transport
+        )
+        let result = try await fixture.silent()
+        #expect(result.tokenSource == .identityProvider)
+        #expect(result.refreshOn.map { $0 / 1000 - Self.now } ?? 0 >= 1790)
+    }
+
+    @Test func concurrentRequestsShareOneRefresh() async throws {
+        let transport = ScriptedTransport.provider { _ in
+            usleep(50_000)  // a provider that takes its time, so the requests overlap
+            return Self.issued("shared")
+        }
+        let fixture = try await BrokerFixture(documents: [Self.staleCache()], transport: transport)
+        let tokens = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<50 { group.addTask { try await fixture.silent().accessToken.reveal() } }
+            return try await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(tokens.count == 50 && Set(tokens) == ["AT-NEW-shared"])
+        #expect(transport.count(endingIn: "/token") == 1)
+        let counts = await fixture.broker.refreshCounts
+        #expect(counts.started == 1 && counts.joined > 0)
+    }
+
+    @Test func aClaimsChallengeGoesToTheProvider() async throws {
+        let transport = ScriptedTransport.provider { _ in Self.issued("claims") }
+        let fixture = try await BrokerFixture(transport: transport)
+        let claims = #"{"access_token":{"acrs":{"essential":true,"value":"c1"}}}"#
+        let result = try await fixture.broker.acquireTokenSilently(
+            AcquireTokenSilentlyParams(
+                authParameters: AuthParameters(
+                    clientId: CacheFixtures.clientId,
+                    authority: CacheFixtures.authority,
+                    requestedScopes: ["https://graph.microsoft.com/User.Read"],
+                    account: AccountSelector(username: "ada@contoso.com"),
+                    decodedClaims: claims
+                )
+            ),
+            caller: fixture.caller
+        ).brokerTokenResponse
+        #expect(result.accessToken.reveal() == "AT-NEW-claims")
+        #expect(transport.sent.last?.formFields["claims"] == claims)
+    }
+
+    @Test func noRefreshTokenMeansSignIn() async throws {
+        let fixture = try await BrokerFixture()
+        await expectFailure(.interactionRequired) { _ = try await fixture.silent(clientId: "not-seen-before") }
+        #expect(fixture.transport.sent.isEmpty)
+    }
+
+    @Test func neverLogsTokens() async throws {
+        let transport = ScriptedTransport.provider { _ in Self.issued("logged") }
+        let fixture = try await BrokerFixture(documents: [Self.staleCache()], transport: transport)
+        _ = try await fixture.silent()
+        let text = fixture.logs.text
+        #expect(!text.isEmpty)
+        for secret in ["AT-NEW-logged", "RT-NEW-logged", "RT-SECRET-1"] { #expect(!text.contains(secret), "\(secret)") }
+    }
+}

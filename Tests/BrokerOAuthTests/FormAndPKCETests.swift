@@ -1,0 +1,46 @@
+import BrokerOAuth
+import BrokerProtocol
+import Testing
+
+@Suite struct FormAndPKCETests {
+    @Test func encodesEverythingButUnreservedCharacters() {
+        var form = FormBody()
+        form.add("scope", "openid https://graph.microsoft.com/User.Read")
+        form.add("weird", "a+b&c=d é~._-")
+        form.add("skipped", nil as String?)
+        #expect(
+            form.encodedString()
+                == "scope=openid%20https%3A%2F%2Fgraph.microsoft.com%2FUser.Read&weird=a%2Bb%26c%3Dd%20%C3%A9~._-"
+        )
+        let parsed = FormBody.parse(form.encodedString())
+        #expect(parsed?.map(\.value) == ["openid https://graph.microsoft.com/User.Read", "a+b&c=d é~._-"])
+    }
+
+    @Test func describesFieldNamesOnly() {
+        var form = FormBody()
+        form.add("refresh_token", secret: Secret("rt-secret-value"))
+        #expect("\(form)" == "FormBody(refresh_token)")
+        #expect(!String(reflecting: form).contains("rt-secret-value"))
+    }
+
+    @Test func parsesQueriesAndRefusesBrokenEscapes() {
+        #expect(FormBody.parse("code=abc&state=x+y%21")?.map(\.value) == ["abc", "x y!"])
+        #expect(FormBody.parse("code=%zz") == nil)
+        #expect(FormBody.parse("")?.isEmpty == true)
+    }
+
+    /// RFC 7636 appendix B.
+    @Test func derivesTheRFCChallenge() {
+        let pkce = PKCE(verifier: Secret("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"))
+        #expect(pkce.challenge == "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM")
+    }
+
+    @Test func makesFreshUnguessableValues() {
+        let values = (0..<100).map { _ in RandomToken.make() }
+        #expect(Set(values).count == 100)
+        #expect(values.allSatisfy { $0.count == 43 })
+        let pkce = PKCE()
+        #expect(pkce.verifier.reveal().count == 43)
+        #expect(PKCE(verifier: pkce.verifier).challenge == pkce.challenge)
+    }
+}

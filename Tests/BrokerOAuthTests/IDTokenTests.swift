@@ -1,0 +1,209 @@
+import BrokerOAuth
+import BrokerProtocol
+import BrokerTestSupport
+import Foundation
+import Testing
+
+@Suite struct IDTokenTests {
+    let now: Int64 = 1_800_000_000
+
+    func claims(_ changes: [String: Any] = [:]) -> [String: Any] {
+        var claims: [String: Any] = [
+            "iss": "https://idp.example", "aud": "client-x", "sub": "s-1", "exp": now + 3600, "iat": now,
+            "nonce": "n-1",
+        ]
+        for (key, value) in changes { claims[key] = value }
+        return claims
+    }
+
+    /// A directory whose JWKS endpoint serves `signers`' keys.
+    func keys(_ signers: [TestSigner], metadata: ProviderMetadata) async -> (SigningKeys?, ScriptedTransport) {
+        let transport = ScriptedTransport([ScriptedTransport.json(200, ["keys": signers.map(\.jwk)])])
+        let directory = ProviderDirectory(transport: transport)
+        return (await directory.signingKeys(for: metadata), transport)
+    }
+
+    func validate(
+        _ token: String,
+        signers: [TestSigner],
+        metadata: ProviderMetadata = .test(),
+        nonce: String? = "n-1"
+    ) async throws -> JSONWebToken {
+        let (keys, _) = await keys(signers, metadata: metadata)
+        return try await IDTokenValidator(metadata: metadata, clientId: "client-x")
+            .validate(Secret(token), nonce: nonce, now: now, keys: keys)
+    }
+
+    @Test(arguments: ["RS256", "ES256"])
+    func acceptsAGoodToken(algorithm: String) async throws {
+        let signer = algorithm == "RS256" ? try TestSigner.rsa() : TestSigner.p256()
+        let token = try await validate(try signer.sign(claims()), signers: [signer])
+        #expect(token.string("sub") == "s-1")
+    }
+
+    @Test func refusesTokensThatFailAnyCheck() async throws {
+        let signer = try TestSigner.rsa()
+        let cases: [(String, [String: Any])] = [
+            ("issuer", ["iss": "https://evil.example"]),
+            ("not for client", ["aud": "someone-else"]),
+            ("azp", ["aud": ["client-x", "other"]]),
+            ("expired", ["exp": now - 121]),
+            ("not valid yet", ["nbf": now + 121]),
+            ("nonce", ["nonce": "n-2"]),
+            ("no exp", ["exp": NSNull()]),
+        ]
+        for (reason, change) in cases {
+            await #expect("\(reason)") {
+                _ = try await validate(try signer.sign(claims(change)), signers: [signer])
+            } throws: { error in
+                "\(error)".contains(reason)
+            }
+        }
+    }
+
+    @Test func allowsTwoMinutesOfSkew() async throws {
+        let signer = try TestSigner.rsa()
+        _ = try await validate(try signer.sign(claims(["exp": now - 119, "nbf": now + 119])), signers: [signer])
+        _ = try await validate(
+            try signer.sign(claims(["aud": ["client-x", "api"], "azp": "client-x"])),
+            signers: [signer]
+        )
+    }
+
+    @Test func refusesForgedAndUnsignedTokens() async throws {
+        let signer = try TestSigner.rsa()
+        let impostor = try TestSigner.rsa(keyId: signer.keyId)
+        await #expect { _ = try await validate(try impostor.sign(claims()), signers: [signer]) } throws: { error in
+            "\(error)".contains("signature does not verify")
+        }
+        let unsigned = try signer.sign(claims(), header: ["alg": "none"])
+        await #expect { _ = try await validate(unsigned, signers: [signer]) } throws: { error in
+            "\(error)".contains("not accepted")
+        }
+        let hmac = try signer.sign(claims(), header: ["alg": "HS256", "kid": signer.keyId])
+        await #expect { _ = try await validate(hmac, signers: [signer]) } throws: { error in
+            "\(error)".contains("not accepted")
+        }
+        var parts = try signer.sign(claims()).split(separator: ".").map(String.init)
+        parts[1] = Base64URL.encode(Array(#"{"iss":"https://idp.example","aud":"client-x","exp":9999999999}"#.utf8))
+        await #expect { _ = try await validate(parts.joined(separator: "."), signers: [signer]) } throws: { error in
+            "\(error)".contains("signature does not verify")
+        }
+        await #expect { _ = try await validate("not-a-jwt", signers: [signer]) } throws: { error in
+            "\(error)".contains("three parts")
+        }
+    }
+
+    @Test func fetchesRolledKeysOnceForAnUnknownKid() async throws {
+        let old = try TestSigner.rsa(keyId: "old")
+        let new = try TestSigner.rsa(keyId: "new")
+        let metadata = ProviderMetadata.test()
+        let transport = ScriptedTransport([
+            ScriptedTransport.json(200, ["keys": [old.jwk]]),
+            ScriptedTransport.json(200, ["keys": [old.jwk, new.jwk]]),
+        ])
+        let keys = await ProviderDirectory(transport: transport).signingKeys(for: metadata)
+        let validator = IDTokenValidator(metadata: metadata, clientId: "client-x")
+        _ = try await validator.validate(Secret(try old.sign(claims())), nonce: nil, now: now, keys: keys)
+        #expect(transport.sent.count == 1)
+        _ = try await validator.validate(Secret(try new.sign(claims())), nonce: nil, now: now, keys: keys)
+        #expect(transport.sent.count == 2)
+        // Within the minute, an unknown kid does not make the broker fetch again.
+        let stranger = try TestSigner.rsa(keyId: "stranger")
+        await #expect(throws: IDTokenError.self) {
+            _ = try await validator.validate(Secret(try stranger.sign(claims())), nonce: nil, now: now, keys: keys)
+        }
+        #expect(transport.sent.count == 2)
+    }
+
+    @Test func trustsTheConnectionWhenTheProviderPublishesNoKeys() async throws {
+        let signer = try TestSigner.rsa()
+        let metadata = ProviderMetadata.test(jwks: false)
+        let validator = IDTokenValidator(metadata: metadata, clientId: "client-x")
+        let token = try await validator.validate(Secret(try signer.sign(claims())), nonce: "n-1", now: now, keys: nil)
+        #expect(token.string("sub") == "s-1")
+    }
+
+    @Test func fillsInEntrasTenantTemplate() async throws {
+        let signer = try TestSigner.rsa()
+        let metadata = ProviderMetadata.test(issuer: "https://login.microsoftonline.com/{tenantid}/v2.0")
+        let tenant = "7d3c2b1a-0f9e-4d8c-b7a6-5f4e3d2c1b0a"
+        let good = claims(["iss": "https://login.microsoftonline.com/\(tenant)/v2.0", "tid": tenant])
+        _ = try await validate(try signer.sign(good), signers: [signer], metadata: metadata)
+        let mismatched = claims(["iss": "https://login.microsoftonline.com/\(tenant)/v2.0", "tid": "other"])
+        await #expect(throws: IDTokenError.self) {
+            _ = try await validate(try signer.sign(mismatched), signers: [signer], metadata: metadata)
+        }
+    }
+}
+
+@Suite struct DiscoveryTests {
+    @Test func findsTheDocumentOfEachKindOfAuthority() throws {
+        let entra = try Authority(parsing: "https://login.microsoftonline.com/common")
+        #expect(
+            ProviderMetadata.discoveryURL(for: entra).absoluteString
+                == "https://login.microsoftonline.com/common/v2.0/.well-known/openid-configuration"
+        )
+        let oidc = try Authority(parsing: "https://accounts.example.com/realms/dev/")
+        #expect(
+            ProviderMetadata.discoveryURL(for: oidc).absoluteString
+                == "https://accounts.example.com/realms/dev/.well-known/openid-configuration"
+        )
+    }
+
+    @Test func checksTheIssuerAndTheEndpoints() throws {
+        let oidc = try Authority(parsing: "https://idp.example")
+        try ProviderMetadata.test().validate(for: oidc)
+        try ProviderMetadata.test(issuer: "https://idp.example/").validate(for: oidc)
+        #expect(throws: DiscoveryError.self) {
+            try ProviderMetadata.test(issuer: "https://other.example").validate(for: oidc)
+        }
+        var plain = ProviderMetadata.test()
+        plain.tokenEndpoint = testURL("http://idp.example/token")
+        #expect(throws: DiscoveryError.self) { try plain.validate(for: oidc) }
+
+        let entra = try Authority(parsing: "https://login.microsoftonline.com/organizations")
+        var document = ProviderMetadata.test(issuer: "https://login.microsoftonline.com/{tenantid}/v2.0")
+        try document.validate(for: entra)
+        document.issuer = "https://sts.windows.net/{tenantid}/"
+        try document.validate(for: entra)  // an alias of the same cloud
+        document.issuer = "https://login.microsoftonline.us/{tenantid}/v2.0"
+        #expect(throws: DiscoveryError.self) { try document.validate(for: entra) }
+    }
+
+    @Test func fetchesADocumentOnceForConcurrentCallers() async throws {
+        let document: [String: Any] = [
+            "issuer": "https://idp.example", "authorization_endpoint": "https://idp.example/a",
+            "token_endpoint": "https://idp.example/t", "jwks_uri": "https://idp.example/k",
+        ]
+        let transport = ScriptedTransport([ScriptedTransport.json(200, document)])
+        let directory = ProviderDirectory(transport: transport)
+        let authority = try Authority(parsing: "https://idp.example")
+        let endpoints = try await withThrowingTaskGroup(of: URL.self) { group in
+            for _ in 0..<20 { group.addTask { try await directory.metadata(for: authority).tokenEndpoint } }
+            return try await group.reduce(into: Set<URL>()) { $0.insert($1) }
+        }
+        #expect(endpoints == [testURL("https://idp.example/t")])
+        #expect(transport.sent.count == 1)
+    }
+
+    @Test func doesNotRememberFailures() async throws {
+        let document: [String: Any] = [
+            "issuer": "https://idp.example", "authorization_endpoint": "https://idp.example/a",
+            "token_endpoint": "https://idp.example/t",
+        ]
+        let transport = ScriptedTransport([
+            .response(HTTPResponse(status: 404)), ScriptedTransport.json(200, ["issuer": "x"]),
+            ScriptedTransport.json(200, document),
+        ])
+        let directory = ProviderDirectory(transport: transport)
+        let authority = try Authority(parsing: "https://idp.example")
+        await #expect { _ = try await directory.metadata(for: authority) } throws: { error in
+            "\(error)".contains("HTTP 404")
+        }
+        await #expect { _ = try await directory.metadata(for: authority) } throws: { error in
+            "\(error)".contains("lacks issuer")
+        }
+        #expect(try await directory.metadata(for: authority).jwksURI == nil)
+    }
+}

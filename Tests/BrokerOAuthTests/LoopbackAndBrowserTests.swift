@@ -1,0 +1,123 @@
+import BrokerOAuth
+import BrokerProtocol
+import BrokerTestSupport
+import Foundation
+import Testing
+
+@Suite struct LoopbackRedirectReceiverTests {
+    /// GETs a URL over a real socket; returns the status.
+    func get(_ url: String) async throws -> Int {
+        try await AsyncHTTPTransport.shared.send(
+            HTTPRequest(method: .get, url: testURL(url)),
+            timeout: .seconds(5)
+        )
+        .status
+    }
+
+    @Test func acceptsOneRedirectWithTheRightStateAndRefusesTheRest() async throws {
+        let receiver = try await LoopbackRedirectReceiver.start { url in
+            url.contains("state=right") ? .accept(succeeded: true) : .reject("the state is not this sign-in's")
+        }
+        #expect(receiver.redirectURI == "http://127.0.0.1:\(receiver.port)/")
+        let base = "http://127.0.0.1:\(receiver.port)"
+        #expect(try await get("\(base)/favicon.ico") == 404)
+        #expect(try await get("\(base)/?code=c&state=wrong") == 400)
+        #expect(try await get("\(base)/?code=c&state=right") == 200)
+        #expect(try await get("\(base)/?code=c2&state=right") == 400)
+        let redirect = await receiver.redirect()
+        #expect(redirect == "\(base)/?code=c&state=right")
+        await receiver.close()
+        await #expect(throws: TransportError.self) { _ = try await get("\(base)/?code=c&state=right") }
+    }
+
+    @Test func usesTheAppsLoopbackHostAndPath() async throws {
+        let receiver = try await LoopbackRedirectReceiver.start(host: "localhost", path: "/callback") { _ in
+            .accept(succeeded: false)
+        }
+        #expect(receiver.redirectURI == "http://localhost:\(receiver.port)/callback")
+        #expect(try await get("http://127.0.0.1:\(receiver.port)/") == 404)
+        #expect(try await get("http://127.0.0.1:\(receiver.port)/callback?error=access_denied&state=s") == 200)
+        #expect(await receiver.redirect()?.hasSuffix("/callback?error=access_denied&state=s") == true)
+        await receiver.close()
+    }
+
+    @Test func waitingEndsWhenTheTaskIsCanceled() async throws {
+        let receiver = try await LoopbackRedirectReceiver.start { _ in .reject("no") }
+        let waiter = Task { await receiver.redirect() }
+        try await Task.sleep(for: .milliseconds(50))
+        waiter.cancel()
+        #expect(await waiter.value == nil)
+        await receiver.close()
+    }
+}
+
+@Suite struct BrowserLauncherTests {
+    let url = testURL("https://idp.example/authorize?client_id=x&state=s")
+
+    /// A script that records its arguments and exits with `status`.
+    func recorder(in directory: TemporaryDirectory, status: Int = 0) throws -> (script: String, log: String) {
+        let log = directory.path("args.log")
+        let script = directory.path("browser.sh")
+        try "#!/bin/sh\nprintf '%s\\n' \"$@\" > \(log)\nexit \(status)\n".write(
+            toFile: script,
+            atomically: true,
+            encoding: .utf8
+        )
+        chmod(script, 0o700)
+        return (script, log)
+    }
+
+    @Test func runsTheCustomCommandWithTheURLLast() async throws {
+        let directory = try TemporaryDirectory()
+        let (script, log) = try recorder(in: directory)
+        let browser = try await BrowserLauncher.openCustomBrowser(
+            url,
+            command: [script, "--new-window", "with space"],
+            environment: [:]
+        )
+        #expect(await browser.exitStatus() == 0)
+        let arguments = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(arguments == ["--new-window", "with space", url.absoluteString])
+    }
+
+    @Test func failsClearlyWhenTheCommandFailsOrIsMissing() async throws {
+        let directory = try TemporaryDirectory()
+        let (script, _) = try recorder(in: directory, status: 3)
+        await #expect {
+            _ = try await BrowserLauncher.openCustomBrowser(url, command: [script], environment: [:])
+        } throws: { error in
+            "\(error)".contains("exited with status 3")
+        }
+        await #expect {
+            _ = try await BrowserLauncher.openCustomBrowser(url, command: ["/nonexistent/browser"], environment: [:])
+        } throws: { error in
+            "\(error)".contains("not found")
+        }
+    }
+
+    @Test func triesEachBrowserEntryThenXdgOpen() async throws {
+        let directory = try TemporaryDirectory()
+        let (script, log) = try recorder(in: directory)
+        let browser = try await BrowserLauncher.openSystemBrowser(
+            url,
+            environment: ["BROWSER": "/nonexistent/first:\(script) --private %s", "PATH": "/usr/bin:/bin"]
+        )
+        #expect(await browser.exitStatus() == 0)
+        let arguments = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(arguments == ["--private", url.absoluteString])
+    }
+
+    @Test func failsClearlyWhenNoBrowserStarts() async throws {
+        // An empty PATH: neither $BROWSER's program nor xdg-open can be found.
+        await #expect {
+            _ = try await BrowserLauncher.openSystemBrowser(
+                url,
+                environment: ["BROWSER": "nobrowser", "PATH": "/nonexistent"]
+            )
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("no browser could be started") && text.contains("nobrowser was not found")
+                && text.contains("xdg-open was not found")
+        }
+    }
+}
