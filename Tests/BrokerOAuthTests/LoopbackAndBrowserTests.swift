@@ -51,7 +51,7 @@ import Testing
     }
 }
 
-@Suite struct BrowserLauncherTests {
+@Suite(.serialized) struct BrowserLauncherTests {
     let url = testURL("https://idp.example/authorize?client_id=x&state=s")
 
     /// A script that records its arguments and exits with `status`.
@@ -78,6 +78,48 @@ import Testing
         #expect(await browser.exitStatus() == 0)
         let arguments = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
         #expect(arguments == ["--new-window", "with space", url.absoluteString])
+    }
+
+    /// The browser gets a session's process state, not the daemon's: no blocked or ignored signals (so Ctrl-C and
+    /// SIGTERM reach it), its own process group, stdin on /dev/null.
+    @Test func startsTheBrowserWithSignalsUnblocked() async throws {
+        let directory = try TemporaryDirectory()
+        let report = directory.path("state.txt")
+        let script = directory.path("browser.sh")
+        // The signal state is read by an exec'd grep from /proc/self: dash blocks every signal for a moment
+        // whenever it forks, so a forked command reading the shell's own status would sometimes see that.
+        try """
+        #!/bin/sh
+        echo "pgid $(ps -o pgid= -p $$ | tr -d ' ') pid $$" > \(report)
+        readlink /proc/$$/fd/0 >> \(report)
+        exec grep -E '^Sig(Blk|Ign):' /proc/self/status >> \(report)
+
+        """.write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o700)
+        // Block every signal on this thread first, as a server's threads may have them: the child must not
+        // inherit that.
+        var all = sigset_t()
+        sigfillset(&all)
+        var previous = sigset_t()
+        pthread_sigmask(SIG_SETMASK, &all, &previous)
+        let browser: LaunchedBrowser
+        do {
+            browser = try await BrowserLauncher.openCustomBrowser(url, command: [script], environment: [:])
+        } catch {
+            pthread_sigmask(SIG_SETMASK, &previous, nil)
+            throw error
+        }
+        pthread_sigmask(SIG_SETMASK, &previous, nil)
+        #expect(await browser.exitStatus() == 0)
+        let lines = try String(contentsOfFile: report, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(lines.contains("SigBlk:\t0000000000000000"), "\(lines)")
+        // No standard signal (1–31) ignored. glibc keeps its two internal real-time signals (32, 33) out of
+        // reach of posix_spawn's reset, so whatever the test runner did with those shows through.
+        let ignored = lines.first { $0.hasPrefix("SigIgn:") }.flatMap { UInt64($0.dropFirst(8), radix: 16) }
+        #expect(ignored.map { $0 & 0x7FFF_FFFF } == 0, "\(lines)")
+        let group = lines.first { $0.hasPrefix("pgid ") }?.split(separator: " ")
+        #expect(group?.count == 4 && group?[1] == group?[3], "\(lines)")
+        #expect(lines.contains("/dev/null"))
     }
 
     @Test func failsClearlyWhenTheCommandFailsOrIsMissing() async throws {

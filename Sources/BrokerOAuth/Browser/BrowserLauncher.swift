@@ -74,21 +74,10 @@ public enum BrowserLauncher {
         guard let executable = resolve(name, path: environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin") else {
             throw BrowserError("\(name) was not found")
         }
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = Array(argv.dropFirst())
-        process.environment = environment
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        let pid = try ChildProcess.spawn(executable.path, arguments: argv, environment: environment)
         let browser = LaunchedBrowser(name: name)
-        process.terminationHandler = { process in browser.exited(process.terminationStatus) }
-        do {
-            try process.run()
-        } catch {
-            throw BrowserError("\(name) could not be started: \(error.localizedDescription)")
-        }
-        browser.started(pid: process.processIdentifier)
+        browser.started(pid: pid)
+        ChildProcess.onExit(of: pid) { status in browser.exited(status) }
         if let status = await browser.exitStatus(within: settleTime), status != 0 {
             throw BrowserError("\(name) exited with status \(status)")
         }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import Glibc
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -77,10 +78,21 @@ public final class AsyncHTTPTransport: HTTPTransport {
         // None of these errors carries a request body (requests with secrets are POSTs whose URL has no query), so
         // their text is safe to keep.
         let reason = String(describing: error).prefix(200)
-        if error is NIOConnectionError {
+        if Self.neverConnected(error) {
             return TransportError(.connection, "could not connect to \(target): \(reason)")
         }
         return TransportError(.interrupted, "the exchange with \(target) broke off: \(reason)")
+    }
+}
+
+extension AsyncHTTPTransport {
+    /// Whether `error` means no connection was made, so nothing was sent: refused, unreachable, the name unknown.
+    fileprivate static func neverConnected(_ error: any Error) -> Bool {
+        if error is NIOConnectionError || error is SocketAddressError { return true }
+        if let error = error as? IOError {
+            return [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH, EADDRNOTAVAIL].contains(error.errnoCode)
+        }
+        return false
     }
 }
 

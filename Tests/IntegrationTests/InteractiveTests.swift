@@ -1,0 +1,319 @@
+import BrokerClient
+import BrokerOAuth
+import BrokerProtocol
+import BrokerTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// The events of one sign-in, in the order they came.
+final class EventLog: Sendable {
+    private let events = Mutex<[InteractiveEvent]>([])
+
+    func record(_ event: InteractiveEvent) {
+        events.withLock { $0.append(event) }
+    }
+
+    var all: [InteractiveEvent] {
+        events.withLock { $0 }
+    }
+
+    /// The events by kind, for comparing orders.
+    var kinds: [String] {
+        all.map { event in
+            switch event {
+            case .didStartLoad: "didStartLoad"
+            case .didFinishLoad: "didFinishLoad"
+            case .didFail: "didFail"
+            case .didComplete: "didComplete"
+            case .deviceCode: "deviceCode"
+            }
+        }
+    }
+}
+
+/// Each `webviewType` end to end through the daemon, against the Entra-shaped provider, with its notifications
+/// in order; cancel, timeout, refusal and a closed connection.
+@Suite(.serialized) struct InteractiveTests {
+    let directory: TemporaryDirectory
+    let provider: EntraTestProvider
+    let daemon: DaemonProcess
+    let broker: Broker
+    let scope = "api://tokenbroker-tests/Things.Read"
+
+    init() async throws {
+        directory = try TemporaryDirectory(prefix: "webview")
+        provider = try await EntraTestProvider.start(in: directory)
+        daemon = try await DaemonProcess.start(in: directory, arguments: provider.daemonArguments)
+        broker = try await Broker.connect(socketPath: daemon.socketPath)
+    }
+
+    func finish() async throws {
+        await broker.close()
+        #expect(try await daemon.stop() == 0)
+        await provider.process.stop()
+    }
+
+    func request(
+        _ webviewType: WebviewType,
+        client: String = EntraTestProvider.familyClientX,
+        browserCommand: [String]? = nil,
+        redirectUri: String? = nil,
+        timeout: Duration? = nil,
+        environment: [String: String] = [:]
+    ) -> InteractiveRequest {
+        InteractiveRequest(
+            clientId: client,
+            scopes: [scope],
+            authority: provider.authority,
+            webviewType: webviewType,
+            browserCommand: browserCommand,
+            redirectUri: redirectUri,
+            timeout: timeout,
+            environment: environment
+        )
+    }
+
+    /// Signs a user in on the provider's page the way a web view would, without following the redirect: the URL
+    /// the view would have been sent to.
+    func signInWithoutFollowing(_ url: String, username: String = "ada@contoso.example") async throws -> String {
+        var form = FormBody()
+        form.add("username", username)
+        let response = try await AsyncHTTPTransport.shared.send(
+            .form(try #require(URL(string: url)), form),
+            timeout: .seconds(10)
+        )
+        #expect(response.status == 302)
+        return try #require(response.header("Location"))
+    }
+
+    @Test func customBrowser() async throws {
+        let events = EventLog()
+        let browser = try EntraTestProvider.browser(signingIn: "ada@contoso.example", in: directory)
+        let result = try await broker.acquireToken(
+            request(.customBrowser, browserCommand: [browser]),
+            onEvent: events.record
+        )
+        #expect(result.tokenSource == .identityProvider)
+        #expect(result.account.username == "ada@contoso.example")
+        #expect(events.kinds == ["didStartLoad", "didFinishLoad", "didComplete"])
+        guard case .didStartLoad(let url) = events.all.first else { return }
+        let query = URLComponents(string: url)?.queryItems ?? []
+        #expect(query.contains { $0.name == "code_challenge_method" && $0.value == "S256" })
+        #expect(query.contains { $0.name == "client_info" && $0.value == "1" })
+        #expect(query.contains { $0.name == "redirect_uri" && $0.value?.hasPrefix("http://127.0.0.1:") == true })
+        try await finish()
+    }
+
+    @Test func systemBrowserThroughBROWSER() async throws {
+        let events = EventLog()
+        let browser = try EntraTestProvider.browser(signingIn: "grace@contoso.example", in: directory)
+        let result = try await broker.acquireToken(
+            request(.systemBrowser, environment: ["BROWSER": browser, "DISPLAY": ":42"]),
+            onEvent: events.record
+        )
+        #expect(result.account.username == "grace@contoso.example")
+        #expect(events.kinds == ["didStartLoad", "didFinishLoad", "didComplete"])
+        try await finish()
+    }
+
+    @Test func defaultIsTheBrowserWithADisplay() async throws {
+        let events = EventLog()
+        let browser = try EntraTestProvider.browser(signingIn: "ada@contoso.example", in: directory)
+        let result = try await broker.acquireToken(
+            request(.default, environment: ["BROWSER": browser, "WAYLAND_DISPLAY": "wayland-0"]),
+            onEvent: events.record
+        )
+        #expect(result.tokenSource == .identityProvider)
+        #expect(events.kinds == ["didStartLoad", "didFinishLoad", "didComplete"])
+        try await finish()
+    }
+
+    /// Without a display, `default` is the device code; the user approves on "another device" (the control API).
+    @Test func defaultIsTheDeviceCodeWithoutADisplay() async throws {
+        let events = EventLog()
+        let provider = provider
+        let signIn = broker.acquireToken(request(.default))
+        var prompt: DeviceCodeNotification?
+        for await event in signIn.events {
+            events.record(event)
+            if case .deviceCode(let notification) = event {
+                prompt = notification
+                try await provider.control(
+                    "device",
+                    ["userCode": notification.userCode, "username": "ada@contoso.example", "action": "approve"]
+                )
+            }
+        }
+        let result = try await signIn.result()
+        #expect(result.account.username == "ada@contoso.example")
+        #expect(events.kinds == ["deviceCode"])
+        #expect(prompt?.verificationUri == "\(provider.process.baseURL)/devicelogin")
+        #expect(prompt?.message.contains(prompt?.userCode ?? "?") == true)
+        #expect((prompt?.expiresIn ?? 0) > 0)
+        try await finish()
+    }
+
+    @Test func deviceCodeDeclined() async throws {
+        let events = EventLog()
+        let provider = provider
+        let signIn = broker.acquireToken(request(.deviceCode))
+        for await event in signIn.events {
+            events.record(event)
+            if case .deviceCode(let notification) = event {
+                try await provider.control(
+                    "device",
+                    ["userCode": notification.userCode, "username": "ada@contoso.example", "action": "deny"]
+                )
+            }
+        }
+        await #expect(throws: BrokerError.self) { _ = try await signIn.result() }
+        do {
+            _ = try await signIn.result()
+        } catch {
+            #expect(error.code == .userCanceled)
+        }
+        #expect(events.kinds == ["deviceCode", "didFail"])
+        try await finish()
+    }
+
+    /// The app hosts the page: it gets the URL, signs in, and hands back the redirect.
+    @Test func embedded() async throws {
+        let events = EventLog()
+        let redirectUri = "https://app.example/auth/callback"
+        let signIn = broker.acquireToken(request(.embedded, redirectUri: redirectUri))
+        var iterator = signIn.events.makeAsyncIterator()
+        let first = await iterator.next()
+        guard case .didStartLoad(let url)? = first else {
+            Issue.record("first event: \(String(describing: first))")
+            return
+        }
+        events.record(.didStartLoad(url: url))
+        let redirect = try await signInWithoutFollowing(url)
+        #expect(redirect.hasPrefix(redirectUri + "?code="))
+        // A URL with another state is refused and the flow keeps waiting; then the real one is taken.
+        let forged = redirect.replacingOccurrences(of: "state=", with: "state=x")
+        await #expect(throws: BrokerError.self) { _ = try await signIn.complete(responseUrl: Secret(forged)) }
+        #expect(try await signIn.complete(responseUrl: Secret(redirect)))
+        #expect(try await !signIn.complete(responseUrl: Secret(redirect)))
+        while let event = await iterator.next() { events.record(event) }
+        let result = try await signIn.result()
+        #expect(result.account.username == "ada@contoso.example")
+        #expect(events.kinds == ["didStartLoad", "didComplete"])
+        try await finish()
+    }
+
+    @Test func cancelStopsTheFlow() async throws {
+        let events = EventLog()
+        let signIn = broker.acquireToken(request(.embedded, redirectUri: "https://app.example/cb"))
+        var iterator = signIn.events.makeAsyncIterator()
+        if let first = await iterator.next() { events.record(first) }
+        #expect(try await signIn.cancel())
+        while let event = await iterator.next() { events.record(event) }
+        do {
+            _ = try await signIn.result()
+            Issue.record("a canceled sign-in succeeded")
+        } catch {
+            #expect(error.code == .userCanceled)
+        }
+        #expect(events.kinds == ["didStartLoad", "didFail"])
+        if case .didFail(let error)? = events.all.last { #expect(error.code == .userCanceled) }
+        #expect(try await !signIn.cancel())
+        try await finish()
+    }
+
+    @Test func timesOut() async throws {
+        let events = EventLog()
+        do {
+            _ = try await broker.acquireToken(
+                request(.embedded, redirectUri: "https://app.example/cb", timeout: .seconds(1)),
+                onEvent: events.record
+            )
+            Issue.record("the sign-in did not time out")
+        } catch {
+            #expect(error.code == .timeout)
+        }
+        #expect(events.kinds == ["didStartLoad", "didFail"])
+        try await finish()
+    }
+
+    /// No browser can start: the request fails clearly, naming webviewType, after didStartLoad and didFail.
+    @Test func noBrowserFailsClearly() async throws {
+        let events = EventLog()
+        do {
+            _ = try await broker.acquireToken(
+                request(.systemBrowser, environment: ["BROWSER": "/nonexistent/browser", "PATH": "/nonexistent"]),
+                onEvent: events.record
+            )
+            Issue.record("a sign-in without a browser succeeded")
+        } catch {
+            #expect(error.code == .invalidRequest)
+            #expect(error.details?.field == "params.webviewType")
+            #expect(error.message.contains("no browser could be started"))
+        }
+        #expect(events.kinds == ["didStartLoad", "didFail"])
+        try await finish()
+    }
+
+    /// The user refuses on the provider's page: user_canceled.
+    @Test func userDeniesInTheBrowser() async throws {
+        let script = directory.path("deny.sh")
+        try """
+        #!/bin/sh
+        exec curl --silent --location --output /dev/null --data action=deny "$1"
+
+        """.write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o700)
+        do {
+            _ = try await broker.acquireToken(request(.customBrowser, browserCommand: [script])) { _ in }
+            Issue.record("a denied sign-in succeeded")
+        } catch {
+            #expect(error.code == .userCanceled)
+            #expect(error.details?.error == "access_denied")
+        }
+        try await finish()
+    }
+
+    /// A signed-in account named in the request is answered from the cache: no sign-in is shown.
+    @Test func triesSilentFirst() async throws {
+        let browser = try EntraTestProvider.browser(signingIn: "ada@contoso.example", in: directory)
+        let first = try await broker.acquireToken(request(.customBrowser, browserCommand: [browser])) { _ in }
+        let events = EventLog()
+        var again = request(.customBrowser, browserCommand: ["/nonexistent/browser"])
+        again.account = AccountSelector(identifier: first.account.identifier)
+        let second = try await broker.acquireToken(again, onEvent: events.record)
+        #expect(second.tokenSource == .cache)
+        #expect(events.all.isEmpty)
+        again.prompt = "login"
+        await #expect(throws: BrokerError.self) { _ = try await broker.acquireToken(again) { _ in } }
+        try await finish()
+    }
+
+    /// Closing the connection that started a flow cancels it: its correlation id is free again (a flow still
+    /// running would make a second one with that id invalid_params).
+    @Test func aClosedConnectionCancelsItsFlow() async throws {
+        let other = try await Broker.connect(socketPath: daemon.socketPath)
+        let embedded = request(.embedded, redirectUri: "https://app.example/cb")
+        var iterator = other.acquireToken(embedded).events.makeAsyncIterator()
+        guard case .didStartLoad? = await iterator.next() else {
+            Issue.record("the first flow did not start")
+            return
+        }
+        await other.close()
+        var restarted = false
+        var attempts = 0
+        while !restarted && attempts < 100 {
+            attempts += 1
+            let again = broker.acquireToken(embedded)
+            var events = again.events.makeAsyncIterator()
+            if case .didStartLoad? = await events.next() {
+                restarted = true
+                #expect(try await again.cancel())
+            } else {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        #expect(restarted)
+        try await finish()
+    }
+}

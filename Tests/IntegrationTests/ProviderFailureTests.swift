@@ -1,0 +1,192 @@
+import BrokerClient
+import BrokerProtocol
+import BrokerTestSupport
+import Foundation
+import Testing
+
+/// The provider misbehaves: down, slow, 503, 429, a revoked or replayed refresh token.
+///
+/// Each gets the right error or the cached token, and no refresh token is lost that the provider still honours.
+@Suite(.serialized) struct ProviderFailureTests {
+    let directory: TemporaryDirectory
+    let scope = "api://tokenbroker-tests/Things.Read"
+    let client = EntraTestProvider.familyClientX
+
+    init() throws {
+        directory = try TemporaryDirectory(prefix: "idpfail")
+    }
+
+    /// A provider, a daemon that gives up on it after 2 s and remembers a down provider for no time, and Ada
+    /// signed in through it.
+    func signedIn(
+        providerArguments: [String] = ["--token-lifetime", "200"]
+    ) async throws -> (
+        EntraTestProvider, DaemonProcess, Broker
+    ) {
+        let provider = try await EntraTestProvider.start(in: directory, arguments: providerArguments)
+        let daemon = try await DaemonProcess.start(
+            in: directory,
+            arguments: provider.daemonArguments + ["--idp-timeout", "2", "--idp-unavailable-window", "0"]
+        )
+        let broker = try await Broker.connect(socketPath: daemon.socketPath)
+        _ = try await broker.acquireToken(
+            InteractiveRequest(
+                clientId: client,
+                scopes: [scope],
+                authority: provider.authority,
+                webviewType: .customBrowser,
+                browserCommand: [try EntraTestProvider.browser(signingIn: "ada@contoso.example", in: directory)]
+            )
+        ) { _ in }
+        return (provider, daemon, broker)
+    }
+
+    func silent(
+        _ broker: Broker,
+        _ provider: EntraTestProvider,
+        scopes: [String]? = nil
+    ) async throws(BrokerError)
+        -> TokenResult
+    {
+        try await broker.acquireTokenSilent(
+            TokenRequest(clientId: client, scopes: scopes ?? [scope], authority: provider.authority)
+        )
+    }
+
+    func expectError(_ code: BrokerError.Code, _ body: () async throws -> Void) async -> BrokerError? {
+        do {
+            try await body()
+            Issue.record("expected \(code), got a token")
+            return nil
+        } catch let error as BrokerError {
+            #expect(error.code == code, "\(error.debugDescription)")
+            return error
+        } catch {
+            Issue.record("expected a BrokerError, got \(error)")
+            return nil
+        }
+    }
+
+    func refreshTokenCount(_ broker: Broker) async throws -> Int {
+        try await broker.status().cache.refreshTokens
+    }
+
+    func stop(_ provider: EntraTestProvider, _ daemon: DaemonProcess, _ broker: Broker) async throws {
+        await broker.close()
+        #expect(try await daemon.stop() == 0)
+        await provider.process.stop()
+    }
+
+    /// 503 with Retry-After 0: retried, and the second answer is the token.
+    @Test func a503IsRetried() async throws {
+        let (provider, daemon, broker) = try await signedIn()
+        try await provider.control("fail-next", ["status": 503, "retryAfter": 0, "grantType": "refresh_token"])
+        let before = try await provider.tokenRequests()
+        let token = try await silent(broker, provider)
+        #expect(token.tokenSource == .identityProvider)
+        #expect(try await provider.tokenRequests() == before + 2)
+        try await stop(provider, daemon, broker)
+    }
+
+    func forced(_ broker: Broker, _ provider: EntraTestProvider) async throws {
+        _ = try await broker.acquireTokenSilent(
+            TokenRequest(clientId: client, scopes: [scope], authority: provider.authority, forceRefresh: true)
+        )
+    }
+
+    /// 429 asking for two minutes: not waited out.
+    ///
+    /// The cached token, still valid for minutes, is handed out; an app that insists on a new one gets `throttled` with
+    /// the delay, and identical requests are then answered without asking the provider. The refresh token stays, and
+    /// another request gets through.
+    @Test func a429IsHonoured() async throws {
+        let (provider, daemon, broker) = try await signedIn()
+        try await provider.control(
+            "fail-next",
+            ["status": 429, "error": "too_many_requests", "retryAfter": 120, "grantType": "refresh_token"]
+        )
+        let before = try await provider.tokenRequests()
+        #expect(try await silent(broker, provider).tokenSource == .cache)
+        let error = await expectError(.throttled) { try await forced(broker, provider) }
+        #expect((115...120).contains(error?.retryAfterSeconds ?? 0), "\(String(describing: error?.retryAfterSeconds))")
+        #expect(try await provider.tokenRequests() == before + 1)
+        #expect(try await refreshTokenCount(broker) == 1)
+        let other = try await silent(broker, provider, scopes: ["api://tokenbroker-tests/Other.Read"])
+        #expect(other.tokenSource == .identityProvider)
+        try await stop(provider, daemon, broker)
+    }
+
+    /// A provider slower than the daemon's timeout: the cached token while it is valid; server_error after 2 s for
+    /// an app that insists, with no retry (the provider may have redeemed the token); the refresh token kept.
+    @Test func aSlowProviderTimesOut() async throws {
+        let (provider, daemon, broker) = try await signedIn(providerArguments: [
+            "--token-lifetime", "200", "--no-rotate",
+        ])
+        try await provider.control("delay", ["ms": 4000])
+        let before = try await provider.tokenRequests()
+        #expect(try await silent(broker, provider).tokenSource == .cache)
+        let started = ContinuousClock.now
+        let error = await expectError(.serverError) { try await forced(broker, provider) }
+        #expect(error?.message.contains("did not answer in time") == true, "\(error?.message ?? "")")
+        #expect(ContinuousClock.now - started < .seconds(4))
+        #expect(try await provider.tokenRequests() == before + 2)
+        #expect(try await refreshTokenCount(broker) == 1)
+        try await provider.control("reset", [:])
+        #expect(try await silent(broker, provider).tokenSource == .identityProvider)
+        try await stop(provider, daemon, broker)
+    }
+
+    /// The provider goes down: a token past its refresh time but still valid is handed out from the cache; one
+    /// that is not valid long enough gets server_error, at once; nothing is lost.
+    @Test func aDownProviderFallsBackToTheCachedToken() async throws {
+        let (provider, daemon, broker) = try await signedIn(
+            providerArguments: ["--token-lifetime", "3600", "--refresh-in", "1"]
+        )
+        try await Task.sleep(for: .milliseconds(1100))  // past refresh_on
+        await provider.process.crash()
+        let cached = try await silent(broker, provider)
+        #expect(cached.tokenSource == .cache)
+        let started = ContinuousClock.now
+        let error = await expectError(.serverError) {
+            _ = try await broker.acquireTokenSilent(
+                TokenRequest(clientId: client, scopes: [scope], authority: provider.authority, forceRefresh: true)
+            )
+        }
+        #expect(error?.message.contains("could not connect") == true, "\(error?.message ?? "")")
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(try await refreshTokenCount(broker) == 1)
+        await broker.close()
+        #expect(try await daemon.stop() == 0)
+    }
+
+    /// The user's refresh tokens were revoked: interaction_required with the provider's error.
+    @Test func aRevokedTokenNeedsASignIn() async throws {
+        let (provider, daemon, broker) = try await signedIn()
+        try await provider.control("revoke", ["username": "ada@contoso.example"])
+        let error = await expectError(.interactionRequired) { _ = try await silent(broker, provider) }
+        #expect(error?.details?.error == "invalid_grant")
+        try await stop(provider, daemon, broker)
+    }
+
+    /// The provider says the refresh token is dead (bad_token): the broker forgets it, and says sign in.
+    @Test func aBadTokenIsForgotten() async throws {
+        let (provider, daemon, broker) = try await signedIn()
+        try await provider.control(
+            "fail-next",
+            ["status": 400, "error": "invalid_grant", "suberror": "bad_token", "grantType": "refresh_token"]
+        )
+        let error = await expectError(.interactionRequired) { _ = try await silent(broker, provider) }
+        #expect(error?.details?.suberror == "bad_token")
+        #expect(try await refreshTokenCount(broker) == 0)
+        try await stop(provider, daemon, broker)
+    }
+
+    /// Expired refresh tokens (90 days of inactivity on Entra ID): interaction_required, token_expired.
+    @Test func anExpiredRefreshTokenNeedsASignIn() async throws {
+        let (provider, daemon, broker) = try await signedIn()
+        try await provider.control("expire-refresh-tokens", ["username": "ada@contoso.example"])
+        let error = await expectError(.interactionRequired) { _ = try await silent(broker, provider) }
+        #expect(error?.details?.suberror == "token_expired")
+        try await stop(provider, daemon, broker)
+    }
+}
