@@ -21,8 +21,8 @@ BIN=$(swift build -c release --static-swift-stdlib --show-bin-path)
 OUT=.build-bench; mkdir -p "$OUT"; RESULTS="$OUT/results.jsonl"; : > "$RESULTS"
 cc -O2 -o "$OUT/floor_server" Benchmarks/floor/floor_server.c
 
-WORK=$(mktemp -d); DAEMON=""; FLOOR=""
-cleanup() { for pid in $DAEMON $FLOOR; do kill "$pid" 2>/dev/null || true; done; rm -rf "$WORK"; }
+WORK=$(mktemp -d); DAEMON=""; FLOOR=""; IDP=""
+cleanup() { for pid in $DAEMON $FLOOR $IDP; do kill "$pid" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
 
 start_daemon() {  # $1: name
@@ -77,6 +77,33 @@ LOADED_RSS=$(rss_kb "$DAEMON")
 bench latency --label broker-10k --socket "$WORK/large/broker.sock" --request "$WORK/request-large.json" --count "$COUNT" >/dev/null
 bench throughput --label broker-10k --socket "$WORK/large/broker.sock" --request "$WORK/request-large.json" --connections 32 --seconds "$SECONDS_PER_RUN" --server-pid "$DAEMON" >/dev/null
 echo "{\"kind\":\"rss\",\"idle_kb\":$IDLE_RSS,\"loaded_10k_kb\":$LOADED_RSS}" | tee -a "$RESULTS" >/dev/null
+
+echo "=== refresh path and single flight, against the local Entra-shaped test provider" >&2
+swift build -c release --static-swift-stdlib --product tokenbroker-test-idp >&2
+# Access tokens living 200 s are always inside the 5-minute margin: every silent request refreshes.
+"$BIN/tokenbroker-test-idp" --port 0 --token-lifetime 200 > "$WORK/idp.json" 2>"$WORK/idp.log" & IDP=$!
+for _ in $(seq 200); do [ -s "$WORK/idp.json" ] && break; sleep 0.02; done
+IDP_PORT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$WORK/idp.json")
+AUTHORITY="http://127.0.0.1:$IDP_PORT/7d3c2b1a-0f9e-4d8c-b7a6-5f4e3d2c1b0a"
+CLIENT=aaaaaaaa-0000-4000-8000-00000000000a
+rm -rf "$WORK/refresh"; mkdir -p "$WORK/refresh"
+"$BIN/tokenbrokerd" --socket "$WORK/refresh/broker.sock" --state-directory "$WORK/refresh/state" \
+  --entra-host "127.0.0.1:$IDP_PORT" 2>"$WORK/refresh.log" & DAEMON=$!
+for _ in $(seq 200); do [ -S "$WORK/refresh/broker.sock" ] && break; sleep 0.02; done
+printf '#!/bin/sh\nexec curl -s -o /dev/null -L --data-urlencode username=bench@contoso.example "$1"\n' > "$WORK/browser.sh"
+chmod +x "$WORK/browser.sh"
+TOKENBROKER_SOCKET="$WORK/refresh/broker.sock" "$BIN/tokenbroker" login --client-id "$CLIENT" --authority "$AUTHORITY" \
+  --scope api://bench/Things.Read --webview custom --browser-command "$WORK/browser.sh" >&2 2>/dev/null
+printf '{"jsonrpc":"2.0","id":1,"method":"acquireTokenSilently","params":{"authParameters":{"clientId":"%s","authority":"%s","requestedScopes":["api://bench/Things.Read"]}}}\n' \
+  "$CLIENT" "$AUTHORITY" > "$WORK/refresh.json"
+token_calls() { curl -s "http://127.0.0.1:$IDP_PORT/_test/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokenRequests"])'; }
+bench refresh --label refresh --socket "$WORK/refresh/broker.sock" --request "$WORK/refresh.json" --count $((COUNT / 500)) >/dev/null
+BEFORE=$(token_calls)
+ROUNDS=20
+bench single-flight --label single-flight --socket "$WORK/refresh/broker.sock" --request "$WORK/refresh.json" --callers 50 --rounds "$ROUNDS" >/dev/null
+AFTER=$(token_calls)
+echo "{\"kind\":\"single_flight_calls\",\"rounds\":$ROUNDS,\"callers\":50,\"token_calls\":$((AFTER - BEFORE))}" | tee -a "$RESULTS" >/dev/null
+kill "$DAEMON" "$IDP"; wait "$DAEMON" "$IDP" 2>/dev/null || true
 
 echo "=== lookup cost in process" >&2
 bench lookup --tokens 10 >/dev/null

@@ -36,3 +36,14 @@ for r in by("lookup"):
 print("\n### Whole process\n")
 for r in by("process"):
     print(f"- `{r['label']}`: median {r['median_ms']:.2f} ms, mean {r['mean_ms']:.2f} ms, max {r['max_ms']:.2f} ms")
+
+print("\n### Refresh path and single flight (local Entra-shaped test provider)\n")
+for r in by("refresh"):
+    print(f"- silent request that refreshes (one client, {r['count']} requests): p50 {r['p50_us'] / 1000:.2f} ms, "
+          f"p90 {r['p90_us'] / 1000:.2f} ms, p99 {r['p99_us'] / 1000:.2f} ms")
+for r in by("single_flight"):
+    print(f"- {r['callers']} simultaneous callers needing one refresh, all answered in: p50 {r['p50_us'] / 1000:.2f} ms, "
+          f"p90 {r['p90_us'] / 1000:.2f} ms, worst {r['p99_us'] / 1000:.2f} ms ({r['rounds']} rounds)")
+for r in by("single_flight_calls"):
+    print(f"- token-endpoint calls for those {r['rounds']} rounds of {r['callers']} callers: {r['token_calls']} "
+          f"({r['token_calls'] / r['rounds']:.2f} per round)")

@@ -149,6 +149,19 @@ import Testing
         #expect(arguments == ["--private", url.absoluteString])
     }
 
+    /// The browser's session comes from the caller only; the daemon's own display never leaks in, and the caller
+    /// cannot inject arbitrary variables.
+    @Test func takesTheSessionFromTheCallerOnly() {
+        let own = ["DISPLAY": ":0", "BROWSER": "daemon-browser", "PATH": "/usr/bin", "HOME": "/home/u", "TERM": "x"]
+        let caller = ["WAYLAND_DISPLAY": "wayland-1", "PATH": "/opt/bin:/usr/bin", "LD_PRELOAD": "/tmp/evil.so"]
+        let environment = BrowserLauncher.childEnvironment(caller, own: own)
+        #expect(environment["DISPLAY"] == nil && environment["BROWSER"] == nil)
+        #expect(environment["WAYLAND_DISPLAY"] == "wayland-1")
+        #expect(environment["PATH"] == "/opt/bin:/usr/bin")
+        #expect(environment["HOME"] == "/home/u" && environment["TERM"] == "x")
+        #expect(environment["LD_PRELOAD"] == nil)
+    }
+
     @Test func failsClearlyWhenNoBrowserStarts() async throws {
         // An empty PATH: neither $BROWSER's program nor xdg-open can be found.
         await #expect {

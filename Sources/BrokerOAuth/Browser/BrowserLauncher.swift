@@ -61,9 +61,20 @@ public enum BrowserLauncher {
         return try await launch(command + [url.absoluteString], environment: childEnvironment(environment))
     }
 
-    /// The browser's environment: the daemon's own, with the caller's session variables over it.
-    static func childEnvironment(_ caller: [String: String]) -> [String: String] {
-        var environment = ProcessInfo.processInfo.environment
+    /// The variables that place a browser in a session: taken from the caller only, never from the daemon (whose
+    /// session, if any, is not necessarily the caller's).
+    public static let sessionVariables: Set<String> = [
+        "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "BROWSER", "DBUS_SESSION_BUS_ADDRESS", "XDG_SESSION_TYPE",
+        "XDG_CURRENT_DESKTOP",
+    ]
+
+    /// The browser's environment: the daemon's own without its session variables, with the caller's forwarded
+    /// variables over it.
+    public static func childEnvironment(
+        _ caller: [String: String],
+        own: [String: String] = ProcessInfo.processInfo.environment
+    ) -> [String: String] {
+        var environment = own.filter { !sessionVariables.contains($0.key) }
         for (name, value) in caller where forwardedVariables.contains(name) { environment[name] = value }
         return environment
     }
