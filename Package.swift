@@ -68,6 +68,15 @@ let package = Package(
             dependencies: ["BrokerProtocol", "BrokerCache", "BrokerOAuth", logging],
             swiftSettings: swiftSettings
         ),
+        // libsystemd (pkg-config `libsystemd`, Debian's libsystemd-dev): listen fds, sd_notify, the journal.
+        .systemLibrary(
+            name: "CSystemd",
+            path: "Sources/CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
+        // The daemon's side of systemd: socket activation, notify and watchdog, the journald log handler.
+        .target(name: "BrokerSystemd", dependencies: ["CSystemd", logging], swiftSettings: swiftSettings),
         // The Unix-socket server: framing, peer credentials, limits, JSON-RPC dispatch.
         .target(
             name: "BrokerServer",
@@ -78,7 +87,7 @@ let package = Package(
         .executableTarget(
             name: "tokenbrokerd",
             dependencies: [
-                "BrokerServer", "BrokerCore", "BrokerCache", "BrokerOAuth", "BrokerProtocol",
+                "BrokerServer", "BrokerCore", "BrokerCache", "BrokerOAuth", "BrokerProtocol", "BrokerSystemd",
                 argumentParser, logging, serviceLifecycle, unixSignals, nioCore, nioPosix,
             ],
             swiftSettings: swiftSettings
@@ -131,6 +140,11 @@ let package = Package(
                 "BrokerServer", "BrokerCore", "BrokerCache", "BrokerProtocol", "BrokerTestSupport", nioCore, nioPosix,
                 logging,
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BrokerSystemdTests",
+            dependencies: ["BrokerSystemd", "BrokerProtocol", "BrokerTestSupport", logging],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -77,6 +77,7 @@ LOADED_RSS=$(rss_kb "$DAEMON")
 bench latency --label broker-10k --socket "$WORK/large/broker.sock" --request "$WORK/request-large.json" --count "$COUNT" >/dev/null
 bench throughput --label broker-10k --socket "$WORK/large/broker.sock" --request "$WORK/request-large.json" --connections 32 --seconds "$SECONDS_PER_RUN" --server-pid "$DAEMON" >/dev/null
 echo "{\"kind\":\"rss\",\"idle_kb\":$IDLE_RSS,\"loaded_10k_kb\":$LOADED_RSS}" | tee -a "$RESULTS" >/dev/null
+kill "$DAEMON"; wait "$DAEMON" 2>/dev/null || true
 
 echo "=== refresh path and single flight, against the local Entra-shaped test provider" >&2
 swift build -c release --static-swift-stdlib --product tokenbroker-test-idp >&2

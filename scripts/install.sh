@@ -1,42 +1,101 @@
 #!/usr/bin/env bash
-# Installs tokenbroker for the current user and starts it: builds in release, installs the binaries into
-# ~/.local/bin, and runs the broker. Run again to upgrade; tokens are kept.
+# Installs tokenbroker for the current user and starts it.
 #
-#   scripts/install.sh               install, then run the broker in the foreground
-#   scripts/install.sh --no-run      install only
+# Builds in release, installs tokenbroker and tokenbrokerd into ~/.local/bin and the systemd user units into
+# ~/.config/systemd/user, reloads the user manager and enables the socket: the broker then starts on the first
+# connection, at every login. Where no user manager runs (a container, CI, a plain root shell), it says so
+# and runs tokenbrokerd in the foreground instead. Run it again to upgrade; tokens are kept.
+#
+#   scripts/install.sh                     install and start (socket activation, else the foreground)
+#   scripts/install.sh --no-run            install only; do not start anything
+#   scripts/install.sh --uninstall         stop and remove the units and binaries; your tokens stay
+#   scripts/install.sh --uninstall --purge also delete the token cache (state directory) for good
+#   scripts/install.sh --binaries DIR      install the binaries of DIR instead of building (tests use it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-RUN=1
-for argument in "$@"; do
-  case "$argument" in
+RUN=1; UNINSTALL=0; PURGE=0; BINARIES=""
+while [ $# -gt 0 ]; do
+  case "$1" in
     --no-run) RUN=0 ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
-    *) echo "unknown option: $argument" >&2; exit 64 ;;
+    --uninstall) UNINSTALL=1 ;;
+    --purge) PURGE=1 ;;
+    --binaries) BINARIES=$2; shift ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "unknown option: $1" >&2; exit 64 ;;
   esac
+  shift
 done
+[ "$PURGE" = 1 ] && [ "$UNINSTALL" = 0 ] && { echo "--purge goes with --uninstall" >&2; exit 64; }
 
 BIN_DIR="${XDG_BIN_HOME:-$HOME/.local/bin}"
+UNIT_DIR="${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user"
+STATE_DIR="${XDG_STATE_HOME:-$HOME/.local/state}/tokenbroker"
 
-echo "=== build prerequisites"
-need_packages libsqlite3-dev libsystemd-dev pkg-config
+# Whether a systemd user manager answers for this user (systemctl talks to it without D-Bus).
+have_user_manager() {
+  command -v systemctl >/dev/null 2>&1 && [ -n "${XDG_RUNTIME_DIR:-}" ] \
+    && systemctl --user show-environment >/dev/null 2>&1
+}
 
-echo "=== building (release, static Swift runtime: the CLI starts in about 2 ms)"
-swift build -c release --static-swift-stdlib --product tokenbrokerd
-swift build -c release --static-swift-stdlib --product tokenbroker
-RELEASE_DIR=$(swift build -c release --static-swift-stdlib --show-bin-path)
+if [ "$UNINSTALL" = 1 ]; then
+  if have_user_manager; then
+    systemctl --user disable --now tokenbrokerd.socket >/dev/null 2>&1 || true
+    systemctl --user stop tokenbrokerd.service >/dev/null 2>&1 || true
+  fi
+  rm -f "$UNIT_DIR/tokenbrokerd.socket" "$UNIT_DIR/tokenbrokerd.service"
+  have_user_manager && systemctl --user daemon-reload
+  rm -f "$BIN_DIR/tokenbrokerd" "$BIN_DIR/tokenbroker"
+  if [ "$PURGE" = 1 ]; then
+    rm -rf "$STATE_DIR"
+    echo "uninstalled; the token cache in $STATE_DIR is deleted"
+  else
+    echo "uninstalled; your tokens stay in $STATE_DIR (delete them with: $0 --uninstall --purge)"
+  fi
+  exit 0
+fi
+
+if [ -z "$BINARIES" ]; then
+  echo "=== build prerequisites"
+  need_packages libsqlite3-dev libsystemd-dev pkg-config
+  echo "=== building (release, static Swift runtime: the CLI starts in about 2 ms)"
+  swift build -c release --static-swift-stdlib --product tokenbrokerd
+  swift build -c release --static-swift-stdlib --product tokenbroker
+  BINARIES=$(swift build -c release --static-swift-stdlib --show-bin-path)
+fi
 
 echo "=== installing into $BIN_DIR"
 mkdir -p "$BIN_DIR"
-install -m 0755 "$RELEASE_DIR/tokenbrokerd" "$RELEASE_DIR/tokenbroker" "$BIN_DIR/"
+install -m 0755 "$BINARIES/tokenbrokerd" "$BINARIES/tokenbroker" "$BIN_DIR/"
 case ":$PATH:" in
   *":$BIN_DIR:"*) ;;
   *) echo "note: $BIN_DIR is not on your PATH; add it, for example in ~/.profile" ;;
 esac
 
-if [ "$RUN" = 1 ]; then
-  echo "=== running tokenbrokerd in the foreground (Ctrl-C stops it; your tokens stay in its state directory)"
-  exec "$BIN_DIR/tokenbrokerd"
+if ! have_user_manager; then
+  echo "no systemd user manager answers here (a container, CI, or a shell without a login session):"
+  echo "the units are not installed. Run the broker in the foreground with: $BIN_DIR/tokenbrokerd"
+  if [ "$RUN" = 1 ]; then
+    echo "=== running tokenbrokerd in the foreground (Ctrl-C stops it; your tokens stay in $STATE_DIR)"
+    exec "$BIN_DIR/tokenbrokerd"
+  fi
+  exit 0
 fi
-echo "installed. Run the broker with: $BIN_DIR/tokenbrokerd"
+
+echo "=== installing the systemd user units into $UNIT_DIR"
+mkdir -p "$UNIT_DIR"
+install -m 0644 systemd/tokenbrokerd.socket "$UNIT_DIR/tokenbrokerd.socket"
+sed -e "s|@BIN@|$BIN_DIR/tokenbrokerd|" -e "s|@STATE@|$STATE_DIR|" systemd/tokenbrokerd.service.in \
+  > "$UNIT_DIR/tokenbrokerd.service.new"
+mv "$UNIT_DIR/tokenbrokerd.service.new" "$UNIT_DIR/tokenbrokerd.service"
+systemctl --user daemon-reload
+if [ "$RUN" = 1 ]; then
+  systemctl --user enable --now tokenbrokerd.socket
+  # An upgrade: a running daemon picks up the new binary on its next start.
+  systemctl --user try-restart tokenbrokerd.service
+  echo "tokenbroker is installed; the broker starts on the first connection. Try: tokenbroker status"
+else
+  systemctl --user enable tokenbrokerd.socket
+  echo "installed and enabled; start it now with: systemctl --user start tokenbrokerd.socket"
+fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run). On a fresh Debian machine it installs what the tests need, then:
 # format lint, build with warnings as errors and the import check, the Swift tests, the protocol schema
-# validation, and the Python wire battery against the built daemon.
+# validation, the Python wire battery against the built daemon, and the systemd units under a real user
+# manager.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -9,7 +10,7 @@ source scripts/lib.sh
 step() { printf '\n=== %s\n' "$*"; }
 
 step "system packages"
-need_packages libsqlite3-dev libsystemd-dev pkg-config socat util-linux python3-venv
+need_packages libsqlite3-dev libsystemd-dev pkg-config systemd curl procps util-linux python3-venv
 
 step "python test environment"
 PYTHON=$(test_venv | tail -n 1)
@@ -28,5 +29,19 @@ step "protocol examples against the JSON Schemas"
 
 step "wire battery: a Python client written from Protocol/ alone"
 "$PYTHON" Tests/wire/wire_battery.py --daemon .build/debug/tokenbrokerd
+
+step "systemd units: systemd-analyze --user verify"
+Tests/systemd/verify-units.sh
+
+step "the installed units under a real systemd --user (private mount namespace), and the journal"
+if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
+  echo "SKIPPED: needs root and mount namespaces (CI has both); run scripts/test.sh as root to include it"
+else
+  journal=$(mktemp)
+  PROJECT_DIR=$PWD JOURNAL_OUT=$journal \
+    CHECK_AS_ROOT="python3 /srv/Tests/systemd/check_journal.py $journal \$HOME/secrets.txt" \
+    setsid unshare -m --propagation private Tests/systemd/with-user-manager.sh /srv/Tests/systemd/e2e-user-manager.sh
+  rm -f "$journal"
+fi
 
 step "all tests passed"

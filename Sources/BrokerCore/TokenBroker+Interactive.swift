@@ -109,8 +109,8 @@ extension TokenBroker {
         logger.info(
             "interactive sign-in started",
             metadata: [
-                "correlationId": "\(request.correlationId)", "clientId": "\(request.silent.clientId)",
-                "webviewType": "\(request.webviewType.rawValue)", "caller": "\(caller)",
+                "correlation_id": "\(request.correlationId)", "client_id": "\(request.silent.clientId)",
+                "webview_type": "\(request.webviewType.rawValue)", "caller": "\(caller)",
             ]
         )
         let task = Task { () -> Result<TokenResult, BrokerFailure> in
@@ -139,7 +139,7 @@ extension TokenBroker {
                 source: result.tokenSource,
                 correlationId: request.correlationId
             )
-            logger.info("interactive sign-in completed", metadata: ["correlationId": "\(request.correlationId)"])
+            logger.info("interactive sign-in completed", metadata: ["correlation_id": "\(request.correlationId)"])
             return AcquireTokenResult(brokerTokenResponse: result)
         case .failure(var failure):
             if flow.isCanceled, failure.code != .timeout {
@@ -147,7 +147,7 @@ extension TokenBroker {
             }
             logger.info(
                 "interactive sign-in failed",
-                metadata: ["correlationId": "\(request.correlationId)", "error": "\(failure)"]
+                metadata: ["correlation_id": "\(request.correlationId)", "error": "\(failure)"]
             )
             if flow.hasNotified {
                 let error = failure.errorObject(correlationId: request.correlationId)
@@ -210,7 +210,7 @@ extension TokenBroker {
         } catch {
             logger.debug(
                 "no silent answer; signing in interactively",
-                metadata: ["correlationId": "\(request.correlationId)", "reason": "\(error.code)"]
+                metadata: ["correlation_id": "\(request.correlationId)", "reason": "\(error.code)"]
             )
             return nil
         }
@@ -319,8 +319,9 @@ extension TokenBroker {
             await flow.notify(.webAuthDidFinishLoad(WebAuthLoadNotification(correlationId: correlationId, url: url)))
             let redirect = try await waitForRedirect(receiver, browser: browser)
             await receiver.close()
+            let code = try code(from: redirect, grant: grant, request: request)
             await flow.notify(.webAuthDidComplete(WebAuthCompleteNotification(correlationId: correlationId)))
-            return try await redeem(redirect, grant: grant, request: request, metadata: metadata)
+            return try await redeem(code, grant: grant, request: request, metadata: metadata)
         } catch {
             await receiver.close()
             throw error
@@ -375,8 +376,9 @@ extension TokenBroker {
         guard let redirect = await flow.embeddedResponse() else {
             throw BrokerFailure(.userCanceled, "the sign-in was canceled")
         }
+        let code = try code(from: redirect, grant: grant, request: request)
         await flow.notify(.webAuthDidComplete(WebAuthCompleteNotification(correlationId: correlationId)))
-        return try await redeem(redirect, grant: grant, request: request, metadata: metadata)
+        return try await redeem(code, grant: grant, request: request, metadata: metadata)
     }
 
     private nonisolated func deviceCodeSignIn(
@@ -438,23 +440,30 @@ extension TokenBroker {
         }
     }
 
-    /// Reads the code from the redirect, redeems it, and stores the tokens.
+    /// The code the redirect carries; its error (the user declined, …) as the failure of the sign-in.
+    private nonisolated func code(
+        from redirect: Secret,
+        grant: AuthorizationCodeGrant,
+        request: InteractiveRequest
+    ) throws(BrokerFailure) -> Secret {
+        do throws(RedirectOutcomeError) {
+            return try grant.code(from: redirect.reveal())
+        } catch {
+            switch error {
+            case .notOurs(let rejection): throw BrokerFailure(.internalError, rejection.reason)
+            case .failed(let failure): throw BrokerFailure(oauth: failure, correlationId: request.correlationId)
+            }
+        }
+    }
+
+    /// Redeems the code and stores the tokens.
     private nonisolated func redeem(
-        _ redirect: Secret,
+        _ code: Secret,
         grant: AuthorizationCodeGrant,
         request: InteractiveRequest,
         metadata: ProviderMetadata
     ) async throws(BrokerFailure) -> TokenResult {
         let correlationId = request.correlationId
-        let code: Secret
-        do throws(RedirectOutcomeError) {
-            code = try grant.code(from: redirect.reveal())
-        } catch {
-            switch error {
-            case .notOurs(let rejection): throw BrokerFailure(.internalError, rejection.reason)
-            case .failed(let failure): throw BrokerFailure(oauth: failure, correlationId: correlationId)
-            }
-        }
         let response: TokenResponse
         do {
             response = try await grant.redeem(code, via: identityProviders.endpoint, correlationId: correlationId)

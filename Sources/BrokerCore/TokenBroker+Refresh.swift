@@ -31,6 +31,17 @@ extension TokenBroker {
         (refreshesStarted, refreshesJoined)
     }
 
+    /// Whether anything is under way that must not be cut off: a refresh (its rotated token must be stored) or an
+    /// interactive sign-in.
+    public var isBusy: Bool {
+        !refreshes.isEmpty || !flows.isEmpty
+    }
+
+    /// Waits for the refreshes under way; call before the process exits, so no rotated refresh token is lost.
+    public func finishRefreshes() async {
+        for task in refreshes.values { _ = await task.value }
+    }
+
     /// Runs `work` once for all concurrent callers with the same key: the first starts it, the others wait for
     /// its result.
     ///
@@ -201,7 +212,7 @@ extension TokenBroker {
         logger.debug(
             "refreshed",
             metadata: [
-                "correlationId": "\(correlationId)", "clientId": "\(request.clientId)",
+                "correlation_id": "\(correlationId)", "client_id": "\(request.clientId)",
                 "family": "\(refreshToken.isFamilyToken)", "response": "\(response)",
             ]
         )
@@ -260,7 +271,7 @@ extension TokenBroker {
         guard !request.bypassesCache, let fallback = found.fallback else { throw failure }
         logger.notice(
             "identity provider unavailable; handing out the cached token",
-            metadata: ["correlationId": "\(correlationId)", "reason": "\(failure.message)"]
+            metadata: ["correlation_id": "\(correlationId)", "reason": "\(failure.message)"]
         )
         return found.tokenResult(
             fallback.token,

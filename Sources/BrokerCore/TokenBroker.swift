@@ -79,6 +79,11 @@ public actor TokenBroker {
         .completeInteractiveFlow, .cancelInteractiveFlow, .removeAccount, .importCache, .exportCache, .getStatus,
     ]
 
+    /// Forgets what was learnt from identity providers (discovery documents, signing keys): a reload.
+    public nonisolated func forgetProviderMetadata() async {
+        await identityProviders.directory.forgetAll()
+    }
+
     /// What the cache holds, by kind.
     public nonisolated var cacheCounts: EntryCounts {
         cache.read { $0.count }

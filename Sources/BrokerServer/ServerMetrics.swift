@@ -13,6 +13,18 @@ final class ServerMetrics: Sendable {
     let inFlight = Atomic<Int>(0)
     /// Numbers connections, so interactive flows know which one they belong to.
     let connectionSerial = Atomic<UInt64>(0)
+    /// When a connection last opened or closed, in nanoseconds of the monotonic clock.
+    let lastActivity = Atomic<Int64>(ServerMetrics.monotonicNanoseconds)
+
+    static var monotonicNanoseconds: Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    }
+
+    func touch() {
+        lastActivity.store(Self.monotonicNanoseconds, ordering: .relaxed)
+    }
     private let recent = Mutex<[StatusResult.RecentError]>([])
     private static let recentLimit = 20
 

@@ -18,7 +18,7 @@ public final class SocketServer: Service {
     private let logger: Logger
     private let group: MultiThreadedEventLoopGroup
     private let metrics = ServerMetrics()
-    private let onListening: @Sendable () -> Void
+    private let onListening: @Sendable (SocketServer) -> Void
     private let details: StatusDetails
     private let unclaimed = UnclaimedConnections()
 
@@ -40,7 +40,7 @@ public final class SocketServer: Service {
         details: StatusDetails,
         logger: Logger,
         group: MultiThreadedEventLoopGroup = .singleton,
-        onListening: @escaping @Sendable () -> Void = {}
+        onListening: @escaping @Sendable (SocketServer) -> Void = { _ in }
     ) {
         self.configuration = configuration
         self.broker = broker
@@ -58,7 +58,7 @@ public final class SocketServer: Service {
         let connections = ConnectionSettings(configuration: configuration, dispatcher: dispatcher, logger: logger)
         let listener = try await bind(dispatcher: dispatcher)
         logger.info("listening", metadata: ["socket": "\(configuration.listener.path)"])
-        onListening()
+        onListening(self)
         try await withGracefulShutdownHandler {
             try await listener.executeThenClose { inbound in
                 // A discarding group: finished connections must not pile up as child results.
@@ -86,7 +86,11 @@ public final class SocketServer: Service {
 
     private func serve(_ accepted: AcceptedConnection, settings: ConnectionSettings) async {
         guard unclaimed.claim(accepted) else { return }
-        defer { metrics.openConnections.subtract(1, ordering: .relaxed) }
+        metrics.touch()
+        defer {
+            metrics.openConnections.subtract(1, ordering: .relaxed)
+            metrics.touch()
+        }
         let connection = Connection(accepted: accepted, settings: settings, metrics: metrics)
         if let refusal = accepted.refusal {
             await connection.refuse(refusal)
@@ -113,6 +117,21 @@ public final class SocketServer: Service {
             return ErrorObject(.brokerBusy, "too many connections; retry shortly")
         }
         return nil
+    }
+
+    /// How long no connection has been open; nil while one is.
+    public var idleFor: Duration? {
+        guard metrics.openConnections.load(ordering: .relaxed) == 0 else { return nil }
+        return .nanoseconds(ServerMetrics.monotonicNanoseconds - metrics.lastActivity.load(ordering: .relaxed))
+    }
+
+    /// One line for people (systemd's `STATUS=`): where it serves, connections, requests, accounts.
+    public var statusLine: String {
+        let status = status()
+        let how = status.activation == "systemd" ? "socket-activated" : "bound by the daemon"
+        return "Serving \(status.socketPath) (\(how)): \(status.connections.open) connections open, "
+            + "\(status.requests.succeeded) requests answered, \(status.requests.failed) failed; "
+            + "\(status.cache.accounts) accounts, \(status.cache.refreshTokens) refresh tokens"
     }
 
     private func status() -> StatusResult {

@@ -15,32 +15,45 @@ struct Status: AsyncParsableCommand {
     @Flag(help: "Print the status as JSON.") var json = false
 
     func run() async throws {
-        try await withBroker(connection) { broker in
-            let status = try await broker.status()
-            if json { return try Output.json(status) }
+        let units = connection.socket == nil ? UnitStates.describe() : nil
+        do {
+            try await withBroker(connection) { broker in try await show(broker, units: units) }
+        } catch {
+            // Not running: what systemd knows helps most here.
+            if let units, !json { Output.line("systemd:     \(units)") }
+            throw error
+        }
+    }
+
+    private func show(_ broker: Broker, units: String?) async throws {
+        let status = try await broker.status()
+        if json { return try Output.json(status) }
+        Output.line(
+            "tokenbrokerd \(status.version) (protocol \(status.protocolVersion)), pid \(status.pid), up \(Format.duration(status.uptimeSeconds))"
+        )
+        Output.line(
+            "socket:      \(status.socketPath) (\(status.activation == "systemd" ? "socket-activated by systemd" : "bound by the daemon"))"
+        )
+        // Asked after the broker answered: its first connection may have started the service.
+        if let units = units.map({ _ in UnitStates.describe() ?? "" }), !units.isEmpty {
+            Output.line("systemd:     \(units)")
+        }
+        Output.line("state:       \(status.stateDirectory)")
+        let cache = status.cache
+        Output.line(
+            "cache:       \(cache.accounts) accounts, \(cache.accessTokens) access tokens, \(cache.refreshTokens) refresh tokens, \(cache.idTokens) id tokens"
+        )
+        Output.line(
+            "connections: \(status.connections.open) open, \(status.connections.accepted) accepted, \(status.connections.refused) refused"
+        )
+        Output.line(
+            "requests:    \(status.requests.succeeded) answered, \(status.requests.failed) failed, \(status.requests.inFlight) in flight"
+        )
+        for error in status.recentErrors.suffix(5) {
+            let when = Date(timeIntervalSince1970: Double(error.at) / 1000)
             Output.line(
-                "tokenbrokerd \(status.version) (protocol \(status.protocolVersion)), pid \(status.pid), up \(Format.duration(status.uptimeSeconds))"
+                "  \(Format.time(when))  \(error.method.isEmpty ? "-" : error.method)  \(error.errorCode): \(error.message)"
             )
-            Output.line(
-                "socket:      \(status.socketPath) (\(status.activation == "systemd" ? "socket-activated by systemd" : "bound by the daemon"))"
-            )
-            Output.line("state:       \(status.stateDirectory)")
-            let cache = status.cache
-            Output.line(
-                "cache:       \(cache.accounts) accounts, \(cache.accessTokens) access tokens, \(cache.refreshTokens) refresh tokens, \(cache.idTokens) id tokens"
-            )
-            Output.line(
-                "connections: \(status.connections.open) open, \(status.connections.accepted) accepted, \(status.connections.refused) refused"
-            )
-            Output.line(
-                "requests:    \(status.requests.succeeded) answered, \(status.requests.failed) failed, \(status.requests.inFlight) in flight"
-            )
-            for error in status.recentErrors.suffix(5) {
-                let when = Date(timeIntervalSince1970: Double(error.at) / 1000)
-                Output.line(
-                    "  \(Format.time(when))  \(error.method.isEmpty ? "-" : error.method)  \(error.errorCode): \(error.message)"
-                )
-            }
         }
     }
 }

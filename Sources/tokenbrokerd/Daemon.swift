@@ -4,6 +4,7 @@ import BrokerCore
 import BrokerOAuth
 import BrokerProtocol
 import BrokerServer
+import BrokerSystemd
 import Foundation
 import Logging
 import NIOCore
@@ -21,11 +22,20 @@ struct Daemon: AsyncParsableCommand {
             Serves the broker protocol (Protocol/ in the source tree) on a Unix socket:
             $TOKENBROKER_SOCKET, else $XDG_RUNTIME_DIR/tokenbroker/broker.sock, else the same under
             /run/user/<uid>.
-            Keeps its sealed cache in the state directory: $STATE_DIRECTORY under systemd,
+            Keeps its sealed cache in the state directory: --state-directory, else $STATE_DIRECTORY,
             else $XDG_STATE_HOME/tokenbroker (~/.local/state/tokenbroker).
 
+            Under systemd (tokenbrokerd.socket and .service): serves the socket systemd passes (the fd
+            named "broker"), reports READY=1 and a STATUS= line, feeds the watchdog, logs to the journal
+            with structured fields, and with --idle-exit stops when idle until the next connection.
+
+            SIGHUP (systemctl --user reload tokenbrokerd) re-reads the configuration file and forgets
+            the identity providers' cached discovery documents and keys. The file holds "key = value"
+            lines; the key read is log-level.
+
             Stops on SIGTERM or SIGINT after answering the requests in flight.
-            Exit status: 0 after a clean stop, 1 when it cannot start (the message says why).
+            Exit status: 0 after a clean stop or an idle exit, 1 when it cannot start (the message says
+            why).
             """,
         version: TokenBroker.version
     )
@@ -39,8 +49,19 @@ struct Daemon: AsyncParsableCommand {
     @Option(help: "The state directory holding the cache database and its key.")
     var stateDirectory: String?
 
-    @Option(help: "Log level: trace, debug, info, notice, warning, error or critical.")
-    var logLevel: String = ProcessInfo.processInfo.environment["TOKENBROKER_LOG_LEVEL"] ?? "info"
+    @Option(
+        help:
+            "Log level: trace, debug, info, notice, warning, error or critical (default: the configuration file's, else $TOKENBROKER_LOG_LEVEL, else info)."
+    )
+    var logLevel: String?
+
+    @Option(help: "The configuration file (default: $XDG_CONFIG_HOME/tokenbroker/tokenbrokerd.conf).")
+    var config: String?
+
+    @Option(
+        help: "When socket-activated, exit after this many seconds without connections (0: never); systemd restarts it."
+    )
+    var idleExit: Int = 0
 
     @Option(help: "Close a connection idle for this many seconds.")
     var connectionIdleTimeout: Int = 120
@@ -79,9 +100,10 @@ struct Daemon: AsyncParsableCommand {
     }
 
     func validate() throws {
-        guard Logger.Level(rawValue: logLevel) != nil else {
+        if let logLevel, Logger.Level(rawValue: logLevel) == nil {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
+        guard idleExit >= 0 else { throw ValidationError("--idle-exit must not be negative") }
         guard connectionIdleTimeout > 0 else { throw ValidationError("--connection-idle-timeout must be positive") }
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
         guard auditWindow >= 0 else { throw ValidationError("--audit-window must not be negative") }
@@ -92,23 +114,40 @@ struct Daemon: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let level = Logger.Level(rawValue: logLevel) ?? .info
+        let environment = ProcessInfo.processInfo.environment
+        let settings = ConfigurationFile(path: config, environment: environment)
+        let file = settings.read()
+        let levels = LogLevelControl(effectiveLevel(file: file, environment: environment))
+        let journal = Systemd.stderrIsJournal()
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+            if journal { return JournaldLogHandler(label: label, identifier: "tokenbrokerd", control: levels) }
+            return LevelControlled(StreamLogHandler.standardError(label: label), control: levels)
         }
         let logger = Logger(label: "tokenbroker")
+        for problem in file.problems {
+            logger.warning("configuration file: \(problem)", metadata: ["file": "\(settings.url.path)"])
+        }
         do {
-            try await serve(logger: logger)
+            try await serve(logger: logger, levels: levels, settings: settings, environment: environment)
         } catch {
             logger.critical("cannot start: \(error)")
+            Systemd.status("Cannot start: \(error)")
             throw ExitCode.failure
         }
     }
 
-    private func serve(logger: Logger) async throws {
-        let environment = ProcessInfo.processInfo.environment
+    /// `--log-level`, else the configuration file's, else `$TOKENBROKER_LOG_LEVEL`, else info.
+    private func effectiveLevel(file: ConfigurationFile.Contents, environment: [String: String]) -> Logger.Level {
+        let text = logLevel ?? file.logLevel ?? environment["TOKENBROKER_LOG_LEVEL"] ?? "info"
+        return Logger.Level(rawValue: text) ?? .info
+    }
+
+    private func serve(
+        logger: Logger,
+        levels: LogLevelControl,
+        settings: ConfigurationFile,
+        environment: [String: String]
+    ) async throws {
         let location = CacheLocation(stateDirectory: try Self.stateDirectory(stateDirectory, environment: environment))
         try Directories.ensurePrivateDirectory(location.stateDirectory)
         let lock = try StateLock(location.lockURL)
@@ -134,32 +173,77 @@ struct Daemon: AsyncParsableCommand {
             logger: logger,
             audit: audit
         )
-        guard let socketPath = socket ?? SocketLocation.resolve(environment: environment) else {
-            throw StartupError(
-                "no socket path: set XDG_RUNTIME_DIR (as a login session does) or TOKENBROKER_SOCKET, or pass --socket"
-            )
-        }
+        let listener = try listener(environment: environment)
         let server = SocketServer(
             configuration: ServerConfiguration(
-                listener: .bind(path: socketPath),
+                listener: listener,
                 maximumConnections: maxConnections,
                 idleTimeout: .seconds(connectionIdleTimeout)
             ),
             broker: broker,
             details: .init(stateDirectory: location.stateDirectory.path),
             logger: logger
-        )
+        ) { server in
+            Systemd.notify(["READY": "1", "STATUS": server.statusLine])
+        }
+        let reload: @Sendable () async -> String = {
+            let file = settings.read()
+            levels.level = effectiveLevel(file: file, environment: environment)
+            await broker.forgetProviderMetadata()
+            for problem in file.problems {
+                logger.warning("configuration file: \(problem)", metadata: ["file": "\(settings.url.path)"])
+            }
+            logger.notice("reloaded", metadata: ["log_level": "\(levels.level)"])
+            return "Reloaded (log level \(levels.level)). " + server.statusLine
+        }
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: WatchdogService(interval: Systemd.watchdogInterval(), server: server)),
+            .init(service: AuditFlushService(audit: audit, interval: .seconds(auditWindow))),
+            .init(service: server),
+            .init(service: ReloadService(reload: reload)),
+        ]
+        if case .activated = listener, idleExit > 0 {
+            services.append(
+                .init(
+                    service: IdleExitService(after: .seconds(idleExit), server: server, broker: broker, logger: logger),
+                    successTerminationBehavior: .gracefullyShutdownGroup
+                )
+            )
+        }
+        services.append(.init(service: StoppingService()))
         var configuration = ServiceGroupConfiguration(
-            services: [
-                .init(service: AuditFlushService(audit: audit, interval: .seconds(auditWindow))),
-                .init(service: server),
-            ],
+            services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
         )
         configuration.maximumGracefulShutdownDuration = .seconds(10)
         try await ServiceGroup(configuration: configuration).run()
+        // A refresh a departed caller started may still be under way: its rotated token must reach the disk.
+        await broker.finishRefreshes()
         withExtendedLifetime(lock) {}
+    }
+
+    /// The socket systemd passed (the fd named `broker`, or the only one), else a bind of our own.
+    private func listener(environment: [String: String]) throws -> Listener {
+        let passed = Systemd.listenFDs()
+        if !passed.isEmpty {
+            guard let socket = passed.first(where: { $0.name == "broker" }) ?? (passed.count == 1 ? passed[0] : nil)
+            else {
+                throw StartupError(
+                    "systemd passed \(passed.count) sockets and none is named \"broker\" (FileDescriptorName=broker)"
+                )
+            }
+            guard Systemd.isListeningUnixStream(socket.fd) else {
+                throw StartupError("the socket systemd passed (fd \(socket.fd)) is not a listening Unix stream socket")
+            }
+            return .activated(fd: socket.fd, path: Systemd.socketPath(of: socket.fd) ?? "(passed by systemd)")
+        }
+        guard let socketPath = socket ?? SocketLocation.resolve(environment: environment) else {
+            throw StartupError(
+                "no socket path: set XDG_RUNTIME_DIR (as a login session does) or TOKENBROKER_SOCKET, or pass --socket"
+            )
+        }
+        return .bind(path: socketPath)
     }
 
     /// `--state-directory`, else `$STATE_DIRECTORY` (systemd), else `$XDG_STATE_HOME/tokenbroker`, else

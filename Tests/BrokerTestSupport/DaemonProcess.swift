@@ -33,7 +33,7 @@ public final class DaemonProcess: @unchecked Sendable {
         let process = Process()
         process.executableURL = try Binaries.url("tokenbrokerd")
         process.arguments = ["--socket", socketPath, "--state-directory", stateDirectory] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        process.environment = childEnvironment(environment)
         let log = try FileHandle(forWritingTo: logURL)
         log.seekToEndOfFile()
         process.standardError = log

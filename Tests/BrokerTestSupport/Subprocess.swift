@@ -38,6 +38,19 @@ public struct CommandResult: Sendable {
     public let stderr: String
 }
 
+/// The environment for a child of the tests: the test process's, without the variables by which a service
+/// manager talks to its service (a test that sets `NOTIFY_SOCKET` for itself must not receive the datagrams of
+/// every daemon started meanwhile), plus `extra`.
+public func childEnvironment(_ extra: [String: String]) -> [String: String] {
+    let serviceManagerVariables = [
+        "NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID",
+        "JOURNAL_STREAM",
+    ]
+    var environment = ProcessInfo.processInfo.environment
+    for name in serviceManagerVariables { environment[name] = nil }
+    return environment.merging(extra) { _, new in new }
+}
+
 /// Runs `executable` to completion with `arguments`, extra `environment` and optional `stdin`.
 ///
 /// Output goes through files, so a chatty child can never block on a full pipe.
@@ -55,7 +68,7 @@ public func runCommand(
     let process = Process()
     process.executableURL = executable
     process.arguments = arguments
-    process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+    process.environment = childEnvironment(environment)
     process.standardOutput = try FileHandle(forWritingTo: stdoutURL)
     process.standardError = try FileHandle(forWritingTo: stderrURL)
     if let stdin {

@@ -448,6 +448,43 @@ class BrokerClient:
         if handler is not None:
             handler(message)
 
+    def notifications_for(self, correlation_id: str, method: str | None = None) -> list[dict[str, Any]]:
+        """The notifications received so far about one interactive request (by params.correlationId), in arrival
+        order; only those named method when it is given."""
+        with self._lock:
+            return [n for n in self.notifications
+                    if isinstance(n.get("params"), dict) and n["params"].get("correlationId") == correlation_id
+                    and (method is None or n.get("method") == method)]
+
+    def wait_notification(self, correlation_id: str, method: str | None = None, timeout: float = 30.0,
+                          count: int = 1) -> dict[str, Any]:
+        """Waits, while requests stay pending, until the count-th notification about correlation_id (named method,
+        when given) has arrived, and returns it. Raises TimeoutError when it does not come within timeout or the
+        connection closes first."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                matching = [n for n in self.notifications
+                            if isinstance(n.get("params"), dict) and n["params"].get("correlationId") == correlation_id
+                            and (method is None or n.get("method") == method)]
+                if len(matching) >= count:
+                    return matching[count - 1]
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.closed:
+                    got = [n.get("method") for n in self.notifications
+                           if isinstance(n.get("params"), dict) and n["params"].get("correlationId") == correlation_id]
+                    raise TimeoutError(f"no {method or 'notification'} #{count} for {correlation_id} within "
+                                       f"{timeout} s (closed={self.closed}; got {got})")
+                self._changed.wait(remaining)
+
+    def position(self, message: dict[str, Any]) -> int:
+        """The index of this very message (by identity) in received, the arrival order."""
+        with self._lock:
+            for index, candidate in enumerate(self.received):
+                if candidate is message:
+                    return index
+        raise ValueError("the message was not received on this connection")
+
     def on_notification(self, correlation_id: str, handler: Callable[[dict[str, Any]], None]) -> None:
         """Routes the notifications of one interactive request (by correlationId) to handler."""
         with self._lock:
@@ -561,20 +598,22 @@ class BrokerClient:
                                     environment: dict[str, str] | None = None, timeout_seconds: int | None = None,
                                     on_notification: Callable[[dict[str, Any]], None] | None = None,
                                     correlation_id: str | None = None, **options: Any) -> dict[str, Any]:
-        params: dict[str, Any] = {"authParameters": auth_parameters,
-                                  "correlationId": correlation_id or str(uuid.uuid4())}
-        if webview_type is not None:
-            params["webviewType"] = webview_type
-        if browser_command is not None:
-            params["browserCommand"] = browser_command
-        if environment is not None:
-            params["environment"] = environment
-        if timeout_seconds is not None:
-            params["timeoutSeconds"] = timeout_seconds
+        params = _interactive_params(auth_parameters, webview_type, browser_command, environment, timeout_seconds,
+                                     correlation_id)
         if on_notification is not None:
             self.on_notification(params["correlationId"], on_notification)
         options.setdefault("timeout", (timeout_seconds or 300) + 30)
         return self.call("acquireTokenInteractively", params, **options)
+
+    def start_interactive(self, auth_parameters: dict[str, Any], webview_type: str | None = None,
+                          browser_command: list[str] | None = None, environment: dict[str, str] | None = None,
+                          timeout_seconds: int | None = None, correlation_id: str | None = None,
+                          **options: Any) -> PendingRequest:
+        """Sends acquireTokenInteractively without waiting: the caller reads the notifications (wait_notification,
+        notifications_for) while the request is pending, then waits for the PendingRequest."""
+        params = _interactive_params(auth_parameters, webview_type, browser_command, environment, timeout_seconds,
+                                     correlation_id)
+        return self.send("acquireTokenInteractively", params, **options)
 
     def complete_interactive_flow(self, correlation_id: str, response_url: str, **options: Any) -> dict[str, Any]:
         return self.call("completeInteractiveFlow", {"correlationId": correlation_id, "responseUrl": response_url},
@@ -612,6 +651,17 @@ class BrokerClient:
 
     def get_status(self, **options: Any) -> dict[str, Any]:
         return self.call("getStatus", {}, **options)
+
+
+def _interactive_params(auth_parameters: dict[str, Any], webview_type: str | None,
+                        browser_command: list[str] | None, environment: dict[str, str] | None,
+                        timeout_seconds: int | None, correlation_id: str | None) -> dict[str, Any]:
+    """The params of acquireTokenInteractively (section 10.1), with a fresh correlationId unless one is given."""
+    params: dict[str, Any] = {"authParameters": auth_parameters, "correlationId": correlation_id or str(uuid.uuid4())}
+    optional = {"webviewType": webview_type, "browserCommand": browser_command, "environment": environment,
+                "timeoutSeconds": timeout_seconds}
+    params.update({name: value for name, value in optional.items() if value is not None})
+    return params
 
 
 def _probe(path: str, check_peer: bool, wait: float) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 """Wire-protocol battery for tokenbrokerd, written from Protocol/README.md, Protocol/schemas/ and
 Protocol/examples/ alone.
 
-Usage: python3 Tests/wire/wire_battery.py --daemon /path/to/tokenbrokerd [--keep] [--idle-timeout 2]
+Usage: python3 Tests/wire/wire_battery.py --daemon /path/to/tokenbrokerd [--idp /path/to/tokenbroker-test-idp]
+       [--keep] [--idle-timeout 2]
 
 Starts the daemon in a fresh temporary directory (its own socket, state directory and a short connection idle
 timeout), waits until it answers, runs the checks, stops it with SIGTERM (it must exit 0) and removes the
@@ -18,10 +19,12 @@ from __future__ import annotations
 
 import argparse
 import base64
+import http.client
 import json
 import os
 import random
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -31,6 +34,7 @@ import tempfile
 import threading
 import time
 import traceback
+import urllib.parse
 import uuid
 from pathlib import Path
 from typing import Any, Callable
@@ -59,6 +63,8 @@ ALL_METHODS = (
     "completeInteractiveFlow", "cancelInteractiveFlow", "removeAccount", "importCache", "exportCache", "getStatus",
 )
 INTERACTIVE_METHODS = ("acquireTokenInteractively", "completeInteractiveFlow", "cancelInteractiveFlow")
+NOTIFICATION_NAMES = ("webAuth/didStartLoad", "webAuth/didFinishLoad", "webAuth/didFail", "webAuth/didComplete",
+                      "deviceCode/prompt")
 PARAMS_REQUIRED = ("getAccount", "acquireTokenSilently", "acquireTokenInteractively", "completeInteractiveFlow",
                    "cancelInteractiveFlow", "removeAccount", "importCache")
 UPPER_UUID = re.compile(r"^[0-9A-F]{8}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{12}$")
@@ -144,8 +150,17 @@ METHODS_CALLED: set[str] = set()
 
 class CheckedClient(BrokerClient):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # id (as JSON text) -> correlationId of every acquireTokenInteractively sent on this connection, for the
+        # final sweep: a notification must be about a request of its own connection that is still unanswered
+        self.interactive_requests: dict[str, str | None] = {}
         super().__init__(*args, **kwargs)
         ALL_CLIENTS.append(self)
+
+    def send(self, method: str, params: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        pending = super().send(method, params, **kwargs)
+        if method == "acquireTokenInteractively":
+            self.interactive_requests[json.dumps(pending.id)] = pending.correlation_id
+        return pending
 
     def call(self, method: str, params: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
         METHODS_CALLED.add(method)
@@ -243,6 +258,9 @@ TENANT = "7d3c2b1a-0f9e-4d8c-b7a6-5f4e3d2c1b0a"
 OTHER_TENANT = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 CLIENT_C = "3f8e1d2c-5b4a-4c9d-8e7f-6a5b4c3d2e1f"  # in the family (FOCI), has refresh and id tokens
 CLIENT_D = "9e8d7c6b-5a4f-4e3d-9c2b-1a0f9e8d7c6b"  # only an access token of Ada's, not in the family
+# The provider's second family client: the battery imports nothing for it, so its tokens can only come through a
+# family refresh token obtained by a sign-in of client C.
+CLIENT_F = "bbbbbbbb-0000-4000-8000-00000000000b"
 GRAPH_USER_READ = "https://graph.microsoft.com/User.Read"
 GRAPH_MAIL_READ = "https://graph.microsoft.com/Mail.Read"
 D_SCOPE = "api://wire-battery-d/Things.Read"
@@ -332,12 +350,13 @@ def configure_provider(environment: str) -> None:
 
 
 class Provider:
-    """tokenbroker-test-idp on an ephemeral port: client C in the FOCI family, client D outside it. It never
+    """tokenbroker-test-idp on an ephemeral port: clients C and F in the FOCI family, client D outside it. It never
     issued the refresh tokens the battery imports, so it answers them invalid_grant."""
 
     def __init__(self, binary: str) -> None:
         self.process = subprocess.Popen(
-            [binary, "--port", "0", "--tenant-id", TENANT, "--family-client", CLIENT_C, "--client", CLIENT_D],
+            [binary, "--port", "0", "--tenant-id", TENANT, "--family-client", CLIENT_C, "--family-client", CLIENT_F,
+             "--client", CLIENT_D],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
@@ -421,6 +440,11 @@ class Daemon:
         self.state = root / "state"
         self.home = root / "home"
         self.log_path = root / "daemon.log"
+        # The daemon's own environment gets a DISPLAY and a BROWSER that only records that it ran: section 10.1
+        # says the broker takes the session variables only from params.environment, never from its own.
+        self.own_browser = root / "daemon-own-browser.sh"
+        self.own_browser_ran = root / "daemon-own-browser.ran"
+        self.path = "<unset>"  # the daemon's own PATH
         self.process: subprocess.Popen[bytes] | None = None
 
     def command(self) -> list[str]:
@@ -434,6 +458,10 @@ class Daemon:
         env.update({"HOME": str(self.home), "XDG_RUNTIME_DIR": str(self.runtime),
                     "XDG_STATE_HOME": str(self.home / ".local" / "state"),
                     "XDG_CONFIG_HOME": str(self.home / ".config"), "XDG_CACHE_HOME": str(self.home / ".cache")})
+        self.own_browser.write_text(f"#!/bin/sh\necho \"$@\" >> {shlex.quote(str(self.own_browser_ran))}\n")
+        self.own_browser.chmod(0o755)
+        env.update({"DISPLAY": ":77", "BROWSER": str(self.own_browser)})
+        self.path = env.get("PATH", "<unset>")
         self.log = open(self.log_path, "wb")
         self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=self.log,
                                         stderr=subprocess.STDOUT, env=env, cwd=str(self.root))
@@ -938,6 +966,920 @@ def expect_interactive_params_checked(ctx: Context) -> None:
             expect_error_message(pending.wait_message(10), "invalid_params", request_id=pending.id, field="params")
         time.sleep(0.2)
         expect(client.notifications == [], f"notifications were sent: {short(client.notifications)}")
+
+
+# ===============================================================================================================
+# Interactive sign-in end to end (sections 10, 11), against the test provider
+# ===============================================================================================================
+
+EMBEDDED_REDIRECT = "https://login.microsoftonline.com/common/oauth2/nativeclient"
+START, FINISH, COMPLETE, FAIL, PROMPT = ("webAuth/didStartLoad", "webAuth/didFinishLoad", "webAuth/didComplete",
+                                         "webAuth/didFail", "deviceCode/prompt")
+BROWSER_SEQUENCE = [START, FINISH, COMPLETE]  # section 10.2: systemBrowser, customBrowser
+FLOW_TIMEOUT = 30  # timeoutSeconds of the flows meant to succeed: a broken one fails its check, not the battery
+SEEN_FLOW_VALUES: set[str] = set()  # state, nonce, code_challenge of every flow seen: each must be fresh
+SIGNED_IN: dict[str, Any] = {}  # the customBrowser sign-in's account and token, for the checks that follow it
+SECRET_MEMBERS = ("accessToken", "idToken", "responseUrl", "refreshToken")
+
+
+def redact(value: Any) -> Any:
+    """A copy safe to print: token and responseUrl members, and cache documents, replaced."""
+    if isinstance(value, dict):
+        return {k: ("<redacted>" if k in SECRET_MEMBERS or (k == "data" and isinstance(v, str)) else redact(v))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return value
+
+
+def shown(value: Any, limit: int = 600) -> str:
+    return short(redact(value), limit)
+
+
+def http_request(method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None,
+                 timeout: float = 10.0) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.1 exchange that never follows redirects."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
+    try:
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        connection.request(method, target, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        connection.close()
+
+
+def provider_control(method: str, path: str, payload: Any = None) -> tuple[int, Any]:
+    """The test provider's control API (Tests/TestIdentityProvider/README.md)."""
+    body = None if payload is None else json.dumps(payload).encode()
+    status, _, data = http_request(method, f"{BASE}{path}", body,
+                                   {"Content-Type": "application/json"} if body is not None else {})
+    try:
+        return status, json.loads(data)
+    except ValueError:
+        return status, None
+
+
+def provider_grants() -> dict[str, int]:
+    status, stats = provider_control("GET", "/_test/stats")
+    expect(status == 200 and isinstance(stats, dict), f"the provider's /_test/stats answered {status}")
+    return dict(stats.get("byGrant", {}))
+
+
+def sign_in_without_following(url: str, form: dict[str, str]) -> str:
+    """What an app's web view does: loads the sign-in page, submits its form, and stops at the redirect. Returns
+    the Location (it carries the authorization code: never print it)."""
+    status, _, page = http_request("GET", url)
+    expect(status == 200 and b"<form" in page.lower(), f"the provider's sign-in page answered {status}")
+    status, headers, _ = http_request("POST", url, urllib.parse.urlencode(form).encode(),
+                                      {"Content-Type": "application/x-www-form-urlencoded"})
+    expect(status == 302 and bool(headers.get("location")), f"the sign-in form answered {status}, not a redirect")
+    return headers["location"]
+
+
+def with_query(url: str, **changes: str | None) -> str:
+    """url with query parameters replaced (None removes one)."""
+    parts = urllib.parse.urlsplit(url)
+    pairs = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True) if k not in changes]
+    pairs += [(k, v) for k, v in changes.items() if v is not None]
+    return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(pairs)))
+
+
+def browser_dir(ctx: Context) -> Path:
+    directory = ctx.daemon.root / "browsers"
+    directory.mkdir(mode=0o700, exist_ok=True)
+    return directory
+
+
+def curl_browser(ctx: Context, name: str, field: str, value: str) -> tuple[Path, Path, Path]:
+    """A tiny browser: records its arguments (the authorization URL carries no secret), POSTs the provider's
+    sign-in form with field=value to its last argument and follows the 302 with curl --location, which lands on
+    the broker's loopback listener. Exits with curl's status. Returns (script, arguments file, status file)."""
+    curl = shutil.which("curl")
+    if curl is None:
+        raise Skip("curl is not installed")
+    directory = browser_dir(ctx)
+    script, arguments, status = (directory / f"{name}.sh", directory / f"{name}.args", directory / f"{name}.status")
+    q = shlex.quote
+    process = script.with_suffix(".process")
+    # how the broker started it (section 10.1): process group, signal mask and ignored signals, standard streams,
+    # and the variables it got (the daemon's own DISPLAY/BROWSER and unlisted ones must not be among them)
+    variables = " ".join(f'"{name}=${{{name}-<unset>}}"' for name in PROCESS_VARIABLES)
+    script.write_text(
+        "#!/bin/sh\n"
+        "wire_path=\"${PATH-<unset>}\"\n"
+        "PATH=/usr/bin:/bin\n"  # for this script's own tools; the PATH it was given is recorded
+        "fd0=$(readlink /proc/$$/fd/0); fd1=$(readlink /proc/$$/fd/1); fd2=$(readlink /proc/$$/fd/2)\n"
+        # shell builtins only for the signal state: dash blocks every signal for a moment whenever it forks, so a
+        # forked grep reading the shell's status would sometimes see that instead of what the broker gave it
+        f"{{ while read -r key value; do case $key in SigBlk:|SigIgn:) echo \"$key $value\";; esac; done "
+        f"< /proc/$$/status; echo \"stat: $(cat /proc/$$/stat)\"; "
+        f"echo \"fd0: $fd0\"; echo \"fd1: $fd1\"; echo \"fd2: $fd2\"; "
+        f"echo \"env PATH=$wire_path\"; for line in {variables}; do echo \"env $line\"; done; }} "
+        f"> {q(str(process))}.part\n"
+        f"mv {q(str(process))}.part {q(str(process))}\n"
+        f"for arg in \"$@\"; do printf '%s\\n' \"$arg\"; done > {q(str(arguments))}.part\n"
+        f"mv {q(str(arguments))}.part {q(str(arguments))}\n"
+        "for url in \"$@\"; do :; done\n"
+        f"code=$({q(curl)} --silent --noproxy '*' --max-time 20 --output /dev/null --write-out '%{{http_code}}' "
+        f"--location --data-urlencode {q(f'{field}={value}')} \"$url\")\n"
+        "rc=$?\n"
+        f"printf '%s %s\\n' \"$rc\" \"$code\" > {q(str(status))}\n"
+        "exit $rc\n")
+    script.chmod(0o755)
+    return script, arguments, status
+
+
+PYTHON_BROWSER = r'''#!@PYTHON@
+# A browser for the wire battery: first sends the loopback listener redirects it must refuse (a wrong state, no
+# state), then signs in and follows the provider's 302 to the listener. Records statuses, never the code.
+import json, sys, urllib.error, urllib.parse, urllib.request
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+url = sys.argv[-1]
+record = {"argv": sys.argv[1:]}
+redirect = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query)).get("redirect_uri", "")
+def status(request):
+    try:
+        with opener.open(request, timeout=20) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except Exception as error:
+        return type(error).__name__
+if redirect.startswith("http://127.0.0.1:"):
+    record["wrongState"] = status(redirect + "?code=wire-battery-fake-code&state=wire-battery-wrong-state")
+    record["noState"] = status(redirect + "?code=wire-battery-fake-code")
+record["signIn"] = status(urllib.request.Request(url, data=urllib.parse.urlencode({"username": @USERNAME@}).encode()))
+with open(@RECORD@ + ".part", "w") as out:
+    json.dump(record, out)
+import os
+os.rename(@RECORD@ + ".part", @RECORD@)
+'''
+
+
+def python_browser(ctx: Context, name: str, username: str) -> tuple[Path, Path]:
+    directory = browser_dir(ctx)
+    script, record = directory / f"{name}.py", directory / f"{name}.json"
+    script.write_text(PYTHON_BROWSER.replace("@PYTHON@", sys.executable).replace("@USERNAME@", repr(username))
+                      .replace("@RECORD@", repr(str(record))))
+    script.chmod(0o755)
+    return script, record
+
+
+PROCESS_VARIABLES = ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER", "XDG_SESSION_TYPE", "WIRE_NOT_A_SESSION_VARIABLE")
+
+
+def browser_process(ctx: Context, script: Path) -> dict[str, str]:
+    """What a curl_browser recorded about its own process."""
+    text = wait_file(script.with_suffix(".process"), 5)
+    expect(bool(text), "the browser did not record its process")
+    record: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("env "):
+            name, _, value = line[4:].partition("=")
+            record[f"env {name}"] = value
+        else:
+            key, _, value = line.partition(":")
+            record[key] = value.strip()
+    stat = record.get("stat", "")
+    record["pgrp"] = stat.rsplit(")", 1)[-1].split()[2] if ")" in stat else "?"
+    record["pid"] = stat.split(" ", 1)[0]
+    return record
+
+
+BROWSER_RUNS: list[tuple[str, Path, dict[str, str]]] = []  # (what, browser script, params.environment) per run
+
+
+def expect_browser_process(ctx: Context, script: Path, environment: dict[str, str]) -> None:
+    """Section 10.1: the browser runs in a process group of its own, with no signal blocked or ignored, stdin,
+    stdout and stderr on /dev/null; it gets the session variables only from params.environment, never from the
+    broker's own environment, and nothing unlisted from params.environment."""
+    record = browser_process(ctx, script)
+    problems = []
+    daemon_group = str(os.getpgid(ctx.daemon.process.pid))
+    if record["pgrp"] in (daemon_group, "?"):
+        problems.append(f"process group {record['pgrp']} is the broker's ({daemon_group})")
+    for key in ("SigBlk", "SigIgn"):
+        value = record.get(key, "?")
+        mask = int(value, 16) if re.fullmatch(r"[0-9a-fA-F]+", value) else -1
+        # section 10.1: no signal blocked; none of the standard signals 1-31 ignored (glibc's posix_spawn leaves
+        # its two internal real-time signals, 32 and 33, ignored, out of any caller's reach)
+        relevant = mask if key == "SigBlk" or mask < 0 else mask & 0x7FFFFFFF
+        if relevant != 0:
+            numbers = [str(bit + 1) for bit in range(64) if mask >> bit & 1]
+            problems.append(f"{key} {value}: signals {', '.join(numbers) or '?'} "
+                            f"{'blocked' if key == 'SigBlk' else 'ignored'}")
+    for fd in ("fd0", "fd1", "fd2"):
+        if record.get(fd) != "/dev/null":
+            problems.append(f"{fd} is {record.get(fd)!r}, not /dev/null")
+    wanted_variables = {name: environment.get(name, "<unset>") for name in PROCESS_VARIABLES}
+    wanted_variables["WIRE_NOT_A_SESSION_VARIABLE"] = "<unset>"  # nothing unlisted is taken from environment
+    wanted_variables["PATH"] = environment.get("PATH", ctx.daemon.path)  # from environment, else the broker's
+    for name, wanted in wanted_variables.items():
+        if record.get(f"env {name}") != wanted:
+            problems.append(f"{name}={short(record.get(f'env {name}'), 80)}, wanted {short(wanted, 80)}")
+    expect(not problems, "; ".join(problems))
+
+
+def wait_file(path: Path, timeout: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            return ""
+        time.sleep(0.05)
+    return path.read_text()
+
+
+def flow_auth(client_id: str = CLIENT_C, **extra: Any) -> dict[str, Any]:
+    auth: dict[str, Any] = {"clientId": client_id, "authority": f"{BASE}/{TENANT}", "requestedScopes": [GRAPH_USER_READ]}
+    auth.update(extra)
+    return auth
+
+
+def start_flow(client: CheckedClient, auth: dict[str, Any], **options: Any) -> tuple[Any, str]:
+    """Sends acquireTokenInteractively and returns (pending request, correlation id) at once."""
+    METHODS_CALLED.add("acquireTokenInteractively")
+    correlation = options.pop("correlation_id", None) or str(uuid.uuid4())
+    return client.start_interactive(auth, correlation_id=correlation, **options), correlation
+
+
+def methods_of(notes: list[dict[str, Any]]) -> list[str]:
+    return [n.get("method", "?") for n in notes]
+
+
+def validate_notification(note: dict[str, Any]) -> None:
+    SCHEMAS.validate("notification.json", note)
+    name = f"{note['method'].replace('/', '.')}.params.json"
+    if SCHEMAS.available and name in SCHEMAS.validators:
+        SCHEMAS.validate(name, note["params"])
+
+
+def flow_outcome(client: CheckedClient, pending: Any, correlation: str,
+                 timeout: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Waits for an interactive request's response and returns the notifications about it (by correlationId, in
+    arrival order) and the response. Each notification is checked against its schema and must have come before
+    the response (sections 5.3, 11); a request answered after the response shows that none trails it."""
+    response = pending.wait_message(timeout)
+    if "error" in response:
+        SCHEMAS.validate("error-response.json", response)
+    else:
+        SCHEMAS.validate("acquireTokenInteractively.result.json", response["result"])
+    prove_usable(client)  # a barrier: whatever the broker sent about the flow before this answer is here now
+    notes = client.notifications_for(correlation)
+    at = client.position(response)
+    for note in notes:
+        validate_notification(note)
+        expect(client.position(note) < at, f"{note['method']} came after the response to the request "
+                                           f"(notifications {methods_of(notes)})")
+    return notes, response
+
+
+def expect_same_error(notes: list[dict[str, Any]], response: dict[str, Any]) -> None:
+    """Section 10.2 / 11: didFail carries the error and the error response the same error object."""
+    expect(notes and notes[-1].get("method") == FAIL, f"the last notification is not {FAIL}: {methods_of(notes)}")
+    expect(notes[-1]["params"].get("error") == response.get("error"),
+           f"didFail's error {shown(notes[-1]['params'].get('error'))} is not the response's "
+           f"{shown(response.get('error'))}")
+
+
+def expect_authorize_url(url: str, client_id: str, scopes: list[str],
+                         redirect: "str | re.Pattern[str] | None" = None) -> dict[str, str]:
+    """Section 10.1: an authorization-code request with PKCE (S256), state, nonce and client_info=1 for the scopes
+    plus openid profile offline_access; section 10.2: the loopback redirect URI http://127.0.0.1:<port>/ for the
+    browser types, authParameters.redirectUri for embedded. state, nonce and the challenge are fresh per flow."""
+    parts = urllib.parse.urlsplit(url)
+    endpoint = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    expect(endpoint == f"{BASE}/{TENANT}/oauth2/v2.0/authorize", f"the authorization endpoint is {endpoint}")
+    query: dict[str, str] = {}
+    for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
+        expect(key not in query, f"the authorization URL has {key} twice")
+        query[key] = value
+    problems = []
+    for key, wanted in (("client_id", client_id), ("response_type", "code"), ("code_challenge_method", "S256"),
+                        ("client_info", "1")):
+        if query.get(key) != wanted:
+            problems.append(f"{key}={query.get(key)!r} (wanted {wanted!r})")
+    if not re.fullmatch(r"[A-Za-z0-9_-]{43}", query.get("code_challenge", "")):
+        problems.append(f"code_challenge {query.get('code_challenge')!r} is not an S256 challenge (43 base64url chars)")
+    for key in ("state", "nonce"):
+        if not query.get(key):
+            problems.append(f"no {key}")
+    scope = {s.lower() for s in query.get("scope", "").split(" ") if s}
+    wanted_scope = {s.lower() for s in scopes} | {"openid", "profile", "offline_access"}
+    if not wanted_scope <= scope:
+        problems.append(f"scope {query.get('scope')!r} lacks {sorted(wanted_scope - scope)}")
+    if redirect is None or isinstance(redirect, re.Pattern):
+        pattern = redirect or re.compile(r"http://127\.0\.0\.1:(\d+)/")
+        match = pattern.fullmatch(query.get("redirect_uri", ""))
+        if not match or not 0 < int(match.group(1)) < 65536:
+            problems.append(f"redirect_uri {query.get('redirect_uri')!r} is not {pattern.pattern}")
+    elif query.get("redirect_uri") != redirect:
+        problems.append(f"redirect_uri {query.get('redirect_uri')!r}, wanted {redirect!r}")
+    expect(not problems, "authorization URL: " + "; ".join(problems))
+    for key in ("state", "nonce", "code_challenge"):
+        expect(query[key] not in SEEN_FLOW_VALUES, f"{key} was already used by an earlier flow")
+        SEEN_FLOW_VALUES.add(query[key])
+    return query
+
+
+def jwt_claims(token: str) -> dict[str, Any]:
+    try:
+        payload = token.split(".")[1]
+        return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError) as error:
+        fail(f"not a JWT ({type(error).__name__})")
+        raise
+
+
+def expect_signed_in(result: dict[str, Any], correlation: str, username: str, client_id: str,
+                     account_source: str) -> dict[str, Any]:
+    """Sections 8.4, 10.1: a token the provider just issued, for the account that signed in, stored in the cache."""
+    token = result["brokerTokenResponse"]
+    account = token["account"]
+    problems = []
+    for key, got, wanted in (("tokenSource", token["tokenSource"], "identityProvider"),
+                             ("correlationId", token["correlationId"], correlation),
+                             ("accessTokenType", token["accessTokenType"], "Bearer"),
+                             ("account.username", account["username"], username),
+                             ("account.environment", account["environment"], ENV),
+                             ("account.realm", account["realm"], TENANT),
+                             ("account.identifier", account["identifier"], f"{account['localAccountId']}.{TENANT}")):
+        if got != wanted:
+            problems.append(f"{key} {got!r}, wanted {wanted!r}")
+    if GRAPH_USER_READ.lower() not in {s.lower() for s in token["grantedScopes"]}:
+        problems.append(f"grantedScopes {token['grantedScopes']}")
+    if token["expiresOn"] % 1000 or abs(token["expiresOn"] / 1000 - (time.time() + 3600)) > 120:
+        problems.append(f"expiresOn {token['expiresOn']} is not about an hour from now in epoch ms")
+    if account.get("accountSource") not in (None, account_source):
+        problems.append(f"accountSource {account.get('accountSource')!r}, wanted {account_source!r}")
+    expect(not problems, "; ".join(problems))
+    expect(isinstance(token.get("idToken"), str), "no idToken although the provider just sent one")
+    claims = jwt_claims(token["idToken"])
+    expect(claims.get("aud") == client_id and claims.get("preferred_username") == username
+           and claims.get("oid") == account["localAccountId"],
+           f"the id token is not this sign-in's: aud {claims.get('aud')!r}, preferred_username "
+           f"{claims.get('preferred_username')!r}, oid {claims.get('oid')!r}")
+    expect(isinstance(token.get("clientInfo"), str), "no clientInfo although client_info=1 was sent")
+    info = jwt_claims("x." + token["clientInfo"])
+    expect(info == {"uid": account["localAccountId"], "utid": TENANT}, f"clientInfo {info}")
+    expect((account.get("accountClaims") or {}).get("preferred_username") == username,
+           "accountClaims are not those of the new id token")
+    if "name" in claims:
+        expect(account.get("name") == claims["name"], f"account.name {account.get('name')!r}, the id token says "
+                                                      f"{claims['name']!r}")
+    return token
+
+
+def expect_own_browser_unused(ctx: Context) -> None:
+    expect(not ctx.daemon.own_browser_ran.exists(),
+           "the broker ran the BROWSER of its own environment (section 10.1: session variables come only from "
+           "params.environment)")
+
+
+def check_interactive_custom_browser(ctx: Context) -> None:
+    """customBrowser: browserCommand runs with the URL as its last argument (in a process group of its own, no
+    signal blocked or ignored, standard streams on /dev/null, none of the daemon's session variables); didStartLoad
+    (the authorization URL), didFinishLoad, didComplete, in order, before the response, with the request's
+    correlationId; the token; then the same client's silent request is served from the cache."""
+    username = "Lin.Interactive@Contoso.example"
+    script, arguments, status = curl_browser(ctx, "custom", "username", username)
+    with ctx.client() as client:
+        before = provider_grants()
+        pending, correlation = start_flow(client, flow_auth(), webview_type="customBrowser",
+                                          browser_command=[str(script), "--wire-profile=battery"],
+                                          timeout_seconds=FLOW_TIMEOUT)
+        notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
+        curl = wait_file(status, 2).strip() or "no status"
+        expect(methods_of(notes) == BROWSER_SEQUENCE and "result" in response,
+               f"notifications {methods_of(notes)} then {shown(response)} (browser: curl exit and HTTP code {curl})")
+        url = notes[0]["params"]["url"]
+        query = expect_authorize_url(url, CLIENT_C, [GRAPH_USER_READ])
+        expect(notes[1]["params"]["url"] == url, "didFinishLoad's url is not didStartLoad's")
+        argv = wait_file(arguments, 5).splitlines()
+        expect(argv == ["--wire-profile=battery", url], f"the browser command got {len(argv)} arguments, wanted "
+                                                        f"its own then the authorization URL")
+        BROWSER_RUNS.append(("customBrowser, no environment", script, {}))
+        token = expect_signed_in(response["result"], correlation, username, CLIENT_C, "authorization_code")
+        after = provider_grants()
+        expect(after.get("authorization_code", 0) == before.get("authorization_code", 0) + 1,
+               f"authorization_code grants {before.get('authorization_code')} -> {after.get('authorization_code')}")
+        SIGNED_IN.update(account=token["account"], accessToken=token["accessToken"])
+        silent = client.acquire_token_silently(flow_auth(account={"identifier": token["account"]["identifier"]}))
+        cached = silent["brokerTokenResponse"]
+        expect(cached["tokenSource"] == "cache" and cached["accessToken"] == token["accessToken"],
+               f"the silent request after the sign-in: tokenSource {cached['tokenSource']}, same token "
+               f"{cached['accessToken'] == token['accessToken']}")
+        print(f"  # customBrowser: redirect_uri {query['redirect_uri']}; browser: {curl}", flush=True)
+
+
+def signed_in_identifier() -> str:
+    account = SIGNED_IN.get("account")
+    expect(account is not None, "the customBrowser sign-in did not succeed, so there is no account to use")
+    return account["identifier"]
+
+
+def check_interactive_family(ctx: Context) -> None:
+    """Sections 9.4, 10.1: the other family client gets a token through the family refresh token of the sign-in
+    (one refresh at the provider); a client outside the family gets interaction_required; the family refresh
+    token survives that refusal."""
+    identifier = signed_in_identifier()
+    with ctx.client() as client:
+        before = provider_grants()
+        family = client.acquire_token_silently(flow_auth(CLIENT_F, account={"identifier": identifier}))
+        token = family["brokerTokenResponse"]
+        after = provider_grants()
+        expect(token["tokenSource"] == "identityProvider" and token["account"]["identifier"] == identifier,
+               f"client F: tokenSource {token['tokenSource']}, account {token['account']['identifier']}")
+        expect(token["accessToken"] != SIGNED_IN["accessToken"], "client F got client C's access token")
+        if "idToken" in token:
+            expect(jwt_claims(token["idToken"]).get("aud") == CLIENT_F, "client F's id token is not for client F")
+        expect(after.get("refresh_token", 0) == before.get("refresh_token", 0) + 1,
+               f"refresh_token grants at the provider {before.get('refresh_token')} -> {after.get('refresh_token')}, "
+               f"wanted one more")
+        listed = [a["identifier"] for a in client.get_accounts(client_id=CLIENT_F)["accounts"]]
+        expect(identifier in listed, "getAccounts with client F (now known to be in the family) does not list the "
+                                     "account of the family refresh token (section 9.2)")
+        again = client.acquire_token_silently(flow_auth(CLIENT_F, account={"identifier": identifier}))
+        expect(again["brokerTokenResponse"]["tokenSource"] == "cache"
+               and again["brokerTokenResponse"]["accessToken"] == token["accessToken"],
+               "client F's second silent request was not served from the cache")
+        correlation = str(uuid.uuid4())
+        expect_broker_error(lambda: client.acquire_token_silently(
+            {"clientId": CLIENT_D, "authority": f"{BASE}/{TENANT}", "requestedScopes": [D_SCOPE],
+             "account": {"identifier": identifier}}, correlation_id=correlation),
+            "interaction_required", correlation_id=correlation)
+        forced = client.acquire_token_silently(flow_auth(account={"identifier": identifier}, forceRefresh=True))
+        expect(forced["brokerTokenResponse"]["tokenSource"] == "identityProvider",
+               "client C's forced refresh after client D's refusal did not reach the provider")
+        SIGNED_IN["accessToken"] = forced["brokerTokenResponse"]["accessToken"]
+
+
+def check_interactive_silent_first(ctx: Context) -> None:
+    """Section 10.1: with authParameters.account naming a signed-in account (and no prompt), the broker first does
+    what acquireTokenSilently would: a token, no notification, nothing shown."""
+    identifier = signed_in_identifier()
+    script, arguments, _ = curl_browser(ctx, "silent-first", "username", "never@contoso.example")
+    with ctx.client() as client:
+        pending, correlation = start_flow(client, flow_auth(account={"identifier": identifier}),
+                                          webview_type="customBrowser", browser_command=[str(script)],
+                                          timeout_seconds=FLOW_TIMEOUT)
+        notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
+        expect(notes == [], f"notifications were sent: {methods_of(notes)}")
+        expect("result" in response, f"silent first: {shown(response)}")
+        token = response["result"]["brokerTokenResponse"]
+        expect(token["tokenSource"] == "cache" and token["accessToken"] == SIGNED_IN["accessToken"]
+               and token["correlationId"] == correlation,
+               f"tokenSource {token['tokenSource']}, the cached token: {token['accessToken'] == SIGNED_IN['accessToken']}")
+        expect(not arguments.exists(), "the browser command ran although the cache had a token")
+
+
+def check_interactive_system_browser(ctx: Context) -> None:
+    """systemBrowser runs environment.BROWSER on the URL; the loopback listener refuses a redirect with a wrong or
+    no state (400) and takes the right one; didStartLoad, didFinishLoad, didComplete; the token. Without BROWSER,
+    xdg-open, found on the PATH given in environment."""
+    username = "sys.browser@contoso.example"
+    script, record_path = python_browser(ctx, "system", username)
+    with ctx.client() as client:
+        pending, correlation = start_flow(client, flow_auth(), webview_type="systemBrowser",
+                                          environment={"BROWSER": str(script), "DISPLAY": ":9"},
+                                          timeout_seconds=FLOW_TIMEOUT)
+        notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
+        record = json.loads(wait_file(record_path, 5) or "{}")
+        expect(methods_of(notes) == BROWSER_SEQUENCE and "result" in response,
+               f"notifications {methods_of(notes)} then {shown(response)} (browser: {short(record)})")
+        url = notes[0]["params"]["url"]
+        expect_authorize_url(url, CLIENT_C, [GRAPH_USER_READ])
+        expect(notes[1]["params"]["url"] == url, "didFinishLoad's url is not didStartLoad's")
+        expect(record.get("argv") == [url], "the browser was not run with the authorization URL as its argument")
+        expect(record.get("wrongState") == 400 and record.get("noState") == 400,
+               f"the loopback listener answered a redirect with a wrong state {record.get('wrongState')} and one "
+               f"without state {record.get('noState')}, wanted 400 (section 10.2)")
+        expect_signed_in(response["result"], correlation, username, CLIENT_C, "authorization_code")
+
+        # without BROWSER: xdg-open, found on the PATH of params.environment
+        username = "xdg.open@contoso.example"
+        script, arguments, status = curl_browser(ctx, "xdg-open", "username", username)
+        bin_dir = browser_dir(ctx) / "xdg-bin"
+        bin_dir.mkdir(exist_ok=True)
+        (bin_dir / "xdg-open").unlink(missing_ok=True)
+        (bin_dir / "xdg-open").symlink_to(script)
+        environment = {"DISPLAY": ":9", "PATH": str(bin_dir)}
+        pending, correlation = start_flow(client, flow_auth(), webview_type="systemBrowser", environment=environment,
+                                          timeout_seconds=FLOW_TIMEOUT)
+        notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
+        expect(methods_of(notes) == BROWSER_SEQUENCE and "result" in response,
+               f"xdg-open on environment.PATH: notifications {methods_of(notes)} then {shown(response)} (browser: "
+               f"{wait_file(status, 1).strip() or 'did not run'})")
+        expect(wait_file(arguments, 5).splitlines() == [notes[0]["params"]["url"]],
+               "xdg-open was not run with the authorization URL")
+        BROWSER_RUNS.append(("xdg-open with PATH in environment", script, environment))
+        expect_signed_in(response["result"], correlation, username, CLIENT_C, "authorization_code")
+        expect_own_browser_unused(ctx)
+
+
+def check_interactive_default(ctx: Context) -> None:
+    """webviewType default with a non-empty DISPLAY in environment is systemBrowser: the three webAuth
+    notifications, environment.BROWSER runs, the token."""
+    username = "default.display@contoso.example"
+    script, _, status = curl_browser(ctx, "default-display", "username", username)
+    with ctx.client() as client:
+        environment = {"DISPLAY": ":9", "BROWSER": str(script), "XDG_SESSION_TYPE": "x11",
+                       "WIRE_NOT_A_SESSION_VARIABLE": "not for the browser"}
+        pending, correlation = start_flow(client, flow_auth(), webview_type="default", environment=environment,
+                                          timeout_seconds=FLOW_TIMEOUT)
+        notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
+        expect(methods_of(notes) == BROWSER_SEQUENCE and "result" in response,
+               f"with DISPLAY: notifications {methods_of(notes)} then {shown(response)} "
+               f"(browser: {wait_file(status, 1).strip() or 'did not run'})")
+        expect_authorize_url(notes[0]["params"]["url"], CLIENT_C, [GRAPH_USER_READ])
+        BROWSER_RUNS.append(("default with DISPLAY, BROWSER and more in environment", script, environment))
+        expect_signed_in(response["result"], correlation, username, CLIENT_C, "authorization_code")
+
+
+def check_interactive_default_device_code(ctx: Context) -> None:
+    """webviewType default without a (non-empty) DISPLAY or WAYLAND_DISPLAY in environment (the daemon's own
+    DISPLAY does not count) is deviceCode: deviceCode/prompt and nothing else; completeInteractiveFlow is refused
+    for it; the user approves at the provider and the token comes."""
+    with ctx.client() as client:
+        username = "device.code@contoso.example"
+        pending, correlation = start_flow(client, flow_auth(), webview_type="default",
+                                          environment={"DISPLAY": "", "XDG_SESSION_TYPE": "tty"},
+                                          timeout_seconds=FLOW_TIMEOUT)
+        try:
+            prompt = client.wait_notification(correlation, PROMPT, 15)
+        except TimeoutError:
+            fail(f"no deviceCode/prompt; got {methods_of(client.notifications_for(correlation))}, response "
+                 f"{shown(pending.message) if pending.done() else 'none yet'}")
+        validate_notification(prompt)
+        params = prompt["params"]
+        expect(params["verificationUri"] == f"{BASE}/devicelogin", f"verificationUri {params['verificationUri']!r}")
+        expect(params["userCode"] and params["message"], "an empty userCode or message")
+        expect(0 < params["expiresIn"] <= 600, f"expiresIn {params['expiresIn']} (the provider's codes last 600 s)")
+        expect(not pending.done(), f"the request ended before the user answered: {shown(pending.message)}")
+        # completeInteractiveFlow is for embedded flows only
+        expect(client.complete_interactive_flow(correlation, f"{EMBEDDED_REDIRECT}?code=wire-fake&state=wire-fake")
+               == {"accepted": False}, "completeInteractiveFlow was accepted for a device code flow")
+        status_code, answer = provider_control("POST", "/_test/device", {"userCode": params["userCode"],
+                                                                         "username": username, "action": "approve"})
+        expect(status_code == 200, f"the provider refused the approval of the user code: {status_code} {answer}")
+        notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
+        expect(methods_of(notes) == [PROMPT] and "result" in response,
+               f"without DISPLAY: notifications {methods_of(notes)} then {shown(response)}")
+        expect_signed_in(response["result"], correlation, username, CLIENT_C, "device_code")
+        expect_own_browser_unused(ctx)
+
+
+def check_interactive_browser_process(ctx: Context) -> None:
+    """Section 10.1, for each browser the sign-ins above started: a process group of its own, no signal blocked or
+    ignored, stdin/stdout/stderr on /dev/null; DISPLAY, WAYLAND_DISPLAY, BROWSER, XDG_SESSION_TYPE only from
+    params.environment (never the daemon's own), PATH from it when given (else the daemon's), nothing unlisted."""
+    expect(len(BROWSER_RUNS) >= 3, f"only {len(BROWSER_RUNS)} browser runs to look at; the sign-ins above failed")
+    problems = []
+    for what, script, environment in BROWSER_RUNS:
+        try:
+            expect_browser_process(ctx, script, environment)
+        except CheckFailed as failure:
+            problems.append(f"{what}: {failure}")
+    expect(not problems, " | ".join(problems))
+
+
+def check_interactive_embedded(ctx: Context) -> None:
+    """Section 10.3, 10.5: didStartLoad gives the URL; the app signs in and stops at the redirect;
+    completeInteractiveFlow with a tampered URL is invalid_params (params.responseUrl) and the flow keeps waiting;
+    the real URL is accepted, a second time not; didComplete (no didFinishLoad), then the token."""
+    username = "embedded.view@contoso.example"
+    with ctx.client() as client:
+        pending, correlation = start_flow(client, flow_auth(redirectUri=EMBEDDED_REDIRECT), webview_type="embedded",
+                                          timeout_seconds=FLOW_TIMEOUT)
+        start = client.wait_notification(correlation, START, 10)
+        url = start["params"]["url"]
+        query = expect_authorize_url(url, CLIENT_C, [GRAPH_USER_READ], redirect=EMBEDDED_REDIRECT)
+        location = sign_in_without_following(url, {"username": username})
+        expect(location.startswith(EMBEDDED_REDIRECT + "?"), "the provider did not redirect to the redirect URI")
+        returned = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query))
+        expect(returned.get("state") == query["state"] and bool(returned.get("code")),
+               "the provider's redirect does not carry the flow's state and a code")
+        refused = [("a tampered state", with_query(location, state=query["state"] + "x")),
+                   ("no state", with_query(location, state=None)),
+                   ("another redirect URI", location.replace(EMBEDDED_REDIRECT, "https://wire.example/callback", 1))]
+        for label, bad in refused:
+            try:
+                error = expect_broker_error(lambda: client.complete_interactive_flow(correlation, bad),
+                                            "invalid_params", field="params.responseUrl", correlation_id=correlation)
+            except CheckFailed as failure:
+                fail(f"completeInteractiveFlow with {label}: {failure}")
+            expect(returned["code"] not in json.dumps(error.error), "the error repeats the authorization code")
+        expect(not pending.done(), f"the flow ended after a refused responseUrl: {shown(pending.message)}")
+        expect(methods_of(client.notifications_for(correlation)) == [START],
+               f"after the refused URLs: {methods_of(client.notifications_for(correlation))}")
+        METHODS_CALLED.add("completeInteractiveFlow")
+        accepted = client.send("completeInteractiveFlow", {"correlationId": correlation, "responseUrl": location},
+                               correlation_id=False)
+        accepted_message = accepted.wait_message(15)
+        expect(accepted_message.get("result") == {"accepted": True}, f"the real URL: {shown(accepted_message)}")
+        SCHEMAS.validate("completeInteractiveFlow.result.json", accepted_message["result"])
+        expect(client.complete_interactive_flow(correlation, location) == {"accepted": False},
+               "the same URL was accepted a second time")
+        notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
+        expect(methods_of(notes) == [START, COMPLETE] and "result" in response,
+               f"notifications {methods_of(notes)} then {shown(response)}")
+        expect(client.position(accepted_message) < client.position(notes[1]),
+               "webAuth/didComplete came before the answer accepted: true (section 10.3 step 4)")
+        expect_signed_in(response["result"], correlation, username, CLIENT_C, "authorization_code")
+        expect(client.complete_interactive_flow(correlation, location) == {"accepted": False},
+               "the URL was accepted after the flow finished")
+
+
+def check_interactive_generated_correlation(ctx: Context) -> None:
+    """Section 10.1: without a correlationId the broker generates one (section 6: an uppercase UUID), which the
+    client learns from the first notification, and which names the flow for cancelInteractiveFlow."""
+    with ctx.client() as client:
+        METHODS_CALLED.add("acquireTokenInteractively")
+        pending = client.send("acquireTokenInteractively",
+                              {"authParameters": flow_auth(redirectUri=EMBEDDED_REDIRECT), "webviewType": "embedded",
+                               "timeoutSeconds": FLOW_TIMEOUT}, correlation_id=False)
+        start = client.wait_message(lambda m: m.get("method") == START, 10)
+        generated = start["params"]["correlationId"]
+        client.interactive_requests[json.dumps(pending.id)] = generated
+        expect(bool(UPPER_UUID.match(generated)), f"the generated correlationId {generated!r} is not an uppercase UUID")
+        expect(client.cancel_interactive_flow(generated) == {"accepted": True},
+               "cancelInteractiveFlow with the generated correlation id was not accepted")
+        notes, response = flow_outcome(client, pending, generated, 15)
+        expect(methods_of(notes) == [START, FAIL], f"notifications {methods_of(notes)}")
+        expect_error_message(response, "user_canceled", request_id=pending.id, correlation_id=generated)
+        expect_same_error(notes, response)
+
+
+def check_interactive_url_parameters(ctx: Context) -> None:
+    """Section 10.1: prompt, loginHint, domainHint and additionalQueryParametersForAuthorization go into the
+    authorization URL; an extra parameter that names one the broker sets itself is invalid_params (field
+    params.authParameters.additionalQueryParametersForAuthorization), before any notification."""
+    with ctx.client() as client:
+        auth = flow_auth(redirectUri=EMBEDDED_REDIRECT, prompt="login", loginHint="hint.user@contoso.example",
+                         domainHint="contoso.example",
+                         additionalQueryParametersForAuthorization={"wire_extra": "yes please & more"})
+        pending, correlation = start_flow(client, auth, webview_type="embedded", timeout_seconds=FLOW_TIMEOUT)
+        url = client.wait_notification(correlation, START, 10)["params"]["url"]
+        query = expect_authorize_url(url, CLIENT_C, [GRAPH_USER_READ], redirect=EMBEDDED_REDIRECT)
+        wanted = {"prompt": "login", "login_hint": "hint.user@contoso.example", "domain_hint": "contoso.example",
+                  "wire_extra": "yes please & more"}
+        got = {k: query.get(k) for k in wanted}
+        expect(got == wanted, f"authorization URL parameters {got}, wanted {wanted}")
+        expect(client.cancel_interactive_flow(correlation) == {"accepted": True}, "the cancel was not accepted")
+        expect_error_message(flow_outcome(client, pending, correlation, 15)[1], "user_canceled",
+                             request_id=pending.id, correlation_id=correlation)
+        for name in ("state", "redirect_uri", "code_challenge_method"):
+            refused, refused_correlation = start_flow(
+                client, flow_auth(redirectUri=EMBEDDED_REDIRECT, additionalQueryParametersForAuthorization={name: "x"}),
+                webview_type="embedded", timeout_seconds=FLOW_TIMEOUT)
+            try:
+                expect_error_message(refused.wait_message(10), "invalid_params", request_id=refused.id,
+                                     field="params.authParameters.additionalQueryParametersForAuthorization",
+                                     correlation_id=refused_correlation)
+            except CheckFailed as failure:
+                fail(f"additionalQueryParametersForAuthorization {{{name!r}: 'x'}}: {failure}")
+            prove_usable(client)
+            expect(client.notifications_for(refused_correlation) == [],
+                   f"the refused request got {methods_of(client.notifications_for(refused_correlation))}")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def check_interactive_loopback_redirect_uri(ctx: Context) -> None:
+    """Section 10.2: with a loopback authParameters.redirectUri, the browser types use its host, path and port
+    (an ephemeral one when it names none); the sign-in completes through it."""
+    fixed = free_port()
+    cases = [("http://localhost/wire-callback", re.compile(r"http://localhost:(\d+)/wire-callback")),
+             (f"http://127.0.0.1:{fixed}/wire/fixed", re.compile(rf"http://127\.0\.0\.1:({fixed})/wire/fixed"))]
+    with ctx.client() as client:
+        for index, (redirect, pattern) in enumerate(cases):
+            username = f"loopback{index}.path@contoso.example"
+            script, _, status = curl_browser(ctx, f"loopback-{index}", "username", username)
+            pending, correlation = start_flow(client, flow_auth(redirectUri=redirect), webview_type="customBrowser",
+                                              browser_command=[str(script)], timeout_seconds=FLOW_TIMEOUT)
+            notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
+            expect(methods_of(notes) == BROWSER_SEQUENCE and "result" in response,
+                   f"redirectUri {redirect}: notifications {methods_of(notes)} then {shown(response)} "
+                   f"(browser: {wait_file(status, 1).strip()})")
+            expect_authorize_url(notes[0]["params"]["url"], CLIENT_C, [GRAPH_USER_READ], redirect=pattern)
+            expect_signed_in(response["result"], correlation, username, CLIENT_C, "authorization_code")
+
+
+def check_interactive_cancel(ctx: Context) -> None:
+    """Section 10.6: cancelInteractiveFlow during an embedded flow (in flight, and keeping its connection from
+    idling out meanwhile): accepted true; didFail with user_canceled; the request's error response carries the same
+    error object; a second cancel is accepted false. Canceling a customBrowser flow closes its loopback listener."""
+    with ctx.client() as client:
+        pending, correlation = start_flow(client, flow_auth(redirectUri=EMBEDDED_REDIRECT), webview_type="embedded",
+                                          timeout_seconds=FLOW_TIMEOUT)
+        client.wait_notification(correlation, START, 10)
+        with ctx.client() as other:
+            in_flight = other.get_status()["requests"]["inFlight"]
+        expect(in_flight >= 1, f"getStatus shows {in_flight} requests in flight while a sign-in waits")
+        # section 10.1: the running request keeps the connection from idling out
+        expect(not client.wait_closed(ctx.idle * 1.5 + 0.5),
+               f"the connection was closed for idleness ({ctx.idle} s) while its sign-in was waiting")
+        expect(client.cancel_interactive_flow(correlation) == {"accepted": True}, "the cancel was not accepted")
+        notes, response = flow_outcome(client, pending, correlation, 15)
+        expect(methods_of(notes) == [START, FAIL], f"notifications {methods_of(notes)}")
+        expect_error_message(response, "user_canceled", request_id=pending.id, correlation_id=correlation)
+        expect_same_error(notes, response)
+        expect(client.cancel_interactive_flow(correlation) == {"accepted": False}, "a second cancel was accepted")
+        expect(client.complete_interactive_flow(correlation, f"{EMBEDDED_REDIRECT}?code=x&state=y")
+               == {"accepted": False}, "completeInteractiveFlow was accepted for a canceled flow")
+
+        # a customBrowser flow whose browser shows the page and leaves it to the user (exits 0 at once)
+        script = browser_dir(ctx) / "open-only.sh"
+        script.write_text("#!/bin/sh\nexit 0\n")
+        script.chmod(0o755)
+        pending, correlation = start_flow(client, flow_auth(), webview_type="customBrowser",
+                                          browser_command=[str(script)], timeout_seconds=FLOW_TIMEOUT)
+        url = client.wait_notification(correlation, FINISH, 10)["params"]["url"]
+        redirect = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query)).get("redirect_uri", "")
+        port = urllib.parse.urlsplit(redirect).port
+        expect(port is not None and loopback_listening(port), f"nothing listens on the redirect URI {redirect}")
+        expect(client.cancel_interactive_flow(correlation) == {"accepted": True}, "the cancel was not accepted")
+        notes, response = flow_outcome(client, pending, correlation, 15)
+        expect(methods_of(notes) == [START, FINISH, FAIL], f"customBrowser: notifications {methods_of(notes)}")
+        expect_error_message(response, "user_canceled", request_id=pending.id, correlation_id=correlation)
+        expect_same_error(notes, response)
+        deadline = time.monotonic() + 5
+        while loopback_listening(port):
+            expect(time.monotonic() < deadline, f"the loopback listener on port {port} is still open 5 s after the "
+                                                f"cancel (section 10.6: the broker closes it)")
+            time.sleep(0.1)
+
+
+def loopback_listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return True
+    except ConnectionRefusedError:
+        return False
+
+
+def check_interactive_timeout(ctx: Context) -> None:
+    """timeoutSeconds 1 on an embedded flow nobody completes: didStartLoad, didFail, then the error timeout (the
+    same error object), after about a second."""
+    with ctx.client() as client:
+        started = time.monotonic()
+        pending, correlation = start_flow(client, flow_auth(redirectUri=EMBEDDED_REDIRECT), webview_type="embedded",
+                                          timeout_seconds=1)
+        notes, response = flow_outcome(client, pending, correlation, 20)
+        elapsed = time.monotonic() - started
+        expect(methods_of(notes) == [START, FAIL], f"notifications {methods_of(notes)}")
+        expect_error_message(response, "timeout", request_id=pending.id, correlation_id=correlation)
+        expect_same_error(notes, response)
+        expect(0.9 <= elapsed <= 10, f"the timeout came after {elapsed:.2f} s (timeoutSeconds 1)")
+        expect(client.cancel_interactive_flow(correlation) == {"accepted": False}, "the timed-out flow still runs")
+
+
+def check_interactive_correlation_in_use(ctx: Context) -> None:
+    """Section 10.1: a request whose correlationId is that of a running flow is invalid_params
+    (params.correlationId), on the same connection or another, and gets no notification; the running flow is not
+    disturbed. Appendix A: 0.2.0 takes a cancel from another connection; the flow's notifications stay on the
+    connection that started it (section 5.3)."""
+    with ctx.client() as first, ctx.client() as second:
+        pending, correlation = start_flow(first, flow_auth(redirectUri=EMBEDDED_REDIRECT), webview_type="embedded",
+                                          timeout_seconds=FLOW_TIMEOUT)
+        first.wait_notification(correlation, START, 10)
+        same, _ = start_flow(first, flow_auth(redirectUri=EMBEDDED_REDIRECT), webview_type="embedded",
+                             correlation_id=correlation, timeout_seconds=FLOW_TIMEOUT)
+        expect_error_message(same.wait_message(10), "invalid_params", request_id=same.id,
+                             field="params.correlationId", correlation_id=correlation)
+        other, _ = start_flow(second, flow_auth(), webview_type="deviceCode", correlation_id=correlation,
+                              timeout_seconds=FLOW_TIMEOUT)
+        expect_error_message(other.wait_message(10), "invalid_params", request_id=other.id,
+                             field="params.correlationId", correlation_id=correlation)
+        prove_usable(first)
+        prove_usable(second)
+        expect(second.notifications == [], f"the refused request got notifications: {methods_of(second.notifications)}")
+        expect(methods_of(first.notifications_for(correlation)) == [START],
+               f"the running flow's notifications: {methods_of(first.notifications_for(correlation))}")
+        expect(not pending.done(), f"the running flow ended: {shown(pending.message)}")
+        expect(second.cancel_interactive_flow(correlation) == {"accepted": True},
+               "a cancel from another connection was not accepted (Appendix A)")
+        notes, response = flow_outcome(first, pending, correlation, 15)
+        expect(methods_of(notes) == [START, FAIL], f"notifications {methods_of(notes)}")
+        expect_error_message(response, "user_canceled", request_id=pending.id, correlation_id=correlation)
+        expect_same_error(notes, response)
+        prove_usable(second)
+        expect(second.notifications == [], f"the canceling connection got notifications: "
+                                           f"{methods_of(second.notifications)}")
+
+
+def check_interactive_connection_closed(ctx: Context) -> None:
+    """Section 10.1: when the connection that started a flow closes, the broker cancels the flow: the same
+    correlation id can start a new flow on another connection soon after."""
+    first = ctx.client()
+    pending, correlation = start_flow(first, flow_auth(redirectUri=EMBEDDED_REDIRECT), webview_type="embedded",
+                                      timeout_seconds=FLOW_TIMEOUT)
+    first.wait_notification(correlation, START, 10)
+    first.close()
+    closed_at = time.monotonic()
+    with ctx.client() as second:
+        attempts = 0
+        while True:
+            attempts += 1
+            retry, _ = start_flow(second, flow_auth(redirectUri=EMBEDDED_REDIRECT), webview_type="embedded",
+                                  correlation_id=correlation, timeout_seconds=FLOW_TIMEOUT)
+            message = second.wait_message(
+                lambda m: (same_id(m.get("id"), retry.id) and ("result" in m or "error" in m))
+                or (m.get("method") == START and (m.get("params") or {}).get("correlationId") == correlation), 10)
+            if message.get("method") == START:
+                break
+            expect_error_message(message, "invalid_params", request_id=retry.id, field="params.correlationId")
+            expect(time.monotonic() - closed_at < 5, f"the flow still ran 5 s after its connection closed "
+                                                     f"({attempts} attempts)")
+            time.sleep(0.1)
+        settled = time.monotonic() - closed_at
+        expect(second.cancel_interactive_flow(correlation) == {"accepted": True}, "the new flow could not be canceled")
+        notes, response = flow_outcome(second, retry, correlation, 15)
+        expect(methods_of(notes) == [START, FAIL], f"the new flow's notifications {methods_of(notes)}")
+        expect_error_message(response, "user_canceled", request_id=retry.id, correlation_id=correlation)
+    print(f"  # the correlation id was free again {settled:.2f} s after the close ({attempts} attempts)", flush=True)
+
+
+def check_interactive_no_browser(ctx: Context) -> None:
+    """Section 10.2: when no browser can be started (BROWSER missing, no xdg-open on PATH) the request fails with
+    invalid_params, field params.webviewType, after didStartLoad and didFail; the same for a customBrowser
+    program that is missing, and one that exits non-zero before the redirect came."""
+    empty = browser_dir(ctx) / "empty-path"
+    empty.mkdir(exist_ok=True)
+    cases = [
+        ("systemBrowser, BROWSER missing, no xdg-open",
+         {"webview_type": "systemBrowser",
+          "environment": {"BROWSER": str(browser_dir(ctx) / "no-such-browser"), "PATH": str(empty), "DISPLAY": ":9"}},
+         [[START, FAIL]]),
+        ("customBrowser, program missing",
+         {"webview_type": "customBrowser", "browser_command": [str(browser_dir(ctx) / "no-such-browser")]},
+         [[START, FAIL]]),
+        # the program started (didFinishLoad may come), then failed
+        ("customBrowser, program exits 1",
+         {"webview_type": "customBrowser", "browser_command": ["/bin/sh", "-c", "exit 1", "wire-browser"]},
+         [[START, FAIL], [START, FINISH, FAIL]]),
+    ]
+    problems = []
+    with ctx.client() as client:
+        for label, options, sequences in cases:
+            pending, correlation = start_flow(client, flow_auth(), timeout_seconds=FLOW_TIMEOUT, **options)
+            notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
+            try:
+                expect(methods_of(notes) in sequences, f"notifications {methods_of(notes)}, wanted "
+                                                       f"{' or '.join(str(s) for s in sequences)}")
+                expect_error_message(response, "invalid_params", request_id=pending.id, field="params.webviewType",
+                                     correlation_id=correlation)
+                expect_same_error(notes, response)
+            except CheckFailed as failure:
+                problems.append(f"{label}: {failure}")
+    expect_own_browser_unused(ctx)
+    expect(not problems, " | ".join(problems))
+
+
+def check_interactive_denied(ctx: Context) -> None:
+    """Section 10.4: the provider answered access_denied -> user_canceled, after didFail carrying the same error:
+    through the loopback listener (customBrowser), and through completeInteractiveFlow (embedded: accepted true,
+    then "with an error, the flow fails", section 10.5). No code comes back, so there is no didComplete ("the
+    redirect came back; the code is being redeemed", sections 10.2, 11)."""
+    script, _, status = curl_browser(ctx, "deny", "action", "deny")
+    with ctx.client() as client:
+        pending, correlation = start_flow(client, flow_auth(), webview_type="customBrowser",
+                                          browser_command=[str(script)], timeout_seconds=FLOW_TIMEOUT)
+        notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
+        problems = []
+        try:
+            expect_error_message(response, "user_canceled", request_id=pending.id, correlation_id=correlation)
+            expect_same_error(notes, response)
+            expect(methods_of(notes) == [START, FINISH, FAIL],
+                   f"notifications {methods_of(notes)}, wanted {[START, FINISH, FAIL]} (no code came back, so "
+                   f"nothing is redeemed: didComplete does not apply; browser: {wait_file(status, 1).strip()})")
+        except CheckFailed as failure:
+            problems.append(f"customBrowser: {failure}")
+
+        pending, correlation = start_flow(client, flow_auth(redirectUri=EMBEDDED_REDIRECT), webview_type="embedded",
+                                          timeout_seconds=FLOW_TIMEOUT)
+        url = client.wait_notification(correlation, START, 10)["params"]["url"]
+        location = sign_in_without_following(url, {"action": "deny"})
+        expect(dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query)).get("error") == "access_denied",
+               "the provider's deny redirect carries no error=access_denied")
+        expect(client.complete_interactive_flow(correlation, location) == {"accepted": True},
+               "the redirect with error=access_denied was not accepted (section 10.5)")
+        notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
+        try:
+            expect_error_message(response, "user_canceled", request_id=pending.id, correlation_id=correlation)
+            expect_same_error(notes, response)
+            expect(methods_of(notes) == [START, FAIL],
+                   f"notifications {methods_of(notes)}, wanted {[START, FAIL]} (section 10.5: with an error the "
+                   f"flow fails; didComplete and the token request are for a code)")
+        except CheckFailed as failure:
+            problems.append(f"embedded: {failure}")
+    expect(not problems, " | ".join(problems))
+
 
 
 # ===============================================================================================================
@@ -1611,27 +2553,46 @@ def check_every_method_called(ctx: Context) -> None:
     missing = [m for m in ALL_METHODS if m not in METHODS_CALLED]
     expect(not missing, f"methods never called: {missing}")
     if SCHEMAS.available:
-        unchecked = [m for m in ALL_METHODS if m not in INTERACTIVE_METHODS
-                     and SCHEMAS.validated.get(f"{m}.result.json", 0) == 0]
+        unchecked = [m for m in ALL_METHODS if SCHEMAS.validated.get(f"{m}.result.json", 0) == 0]
         expect(not unchecked, f"no result validated for {unchecked}")
+        notifications = [n for n in NOTIFICATION_NAMES if SCHEMAS.validated.get(f"{n.replace('/', '.')}.params.json", 0) == 0]
+        expect(not notifications, f"no notification received and validated for {notifications}")
 
 
 def check_all_messages_valid(ctx: Context) -> None:
     if not SCHEMAS.available:
         raise Skip(SCHEMAS.note)
-    count = 0
+    count = notes = 0
     invalid: list[str] = []
+    stray: list[str] = []
     for client in ALL_CLIENTS:
+        # section 5.3 / 11: a notification is about an acquireTokenInteractively request of its own connection (its
+        # params.correlationId) that has not been answered yet
+        interactive = getattr(client, "interactive_requests", {})
+        answered: set[str] = set()  # ids answered so far, in arrival order
         for message in client.received:
             count += 1
             try:
                 SCHEMAS.validate("broker-message.json", message)
+                if "id" not in message and isinstance(message.get("method"), str):
+                    notes += 1
+                    validate_notification(message)
             except CheckFailed as error:
-                invalid.append(f"{short(message, 160)} ({error})"[:400])
+                invalid.append(f"{shown(message, 160)} ({error})"[:400])
+            if "id" in message:
+                answered.add(json.dumps(message["id"]))
+                continue
+            correlation = (message.get("params") or {}).get("correlationId")
+            if not any(c == correlation and key not in answered for key, c in interactive.items()):
+                stray.append(f"{message.get('method')} for {correlation}")
         expect(client.protocol_failure is None, f"protocol failure: {client.protocol_failure}")
         expect(client.notifications == [] or INTERACTIVE_AVAILABLE, "a notification was sent by broker 0.1.0")
-    print(f"  # {count} broker messages checked against broker-message.json", flush=True)
+    print(f"  # {count} broker messages checked against broker-message.json, {notes} of them notifications "
+          f"(params checked against their own schemas)", flush=True)
     expect(not invalid, f"{len(invalid)} invalid: " + " | ".join(invalid[:3]))
+    expect(INTERACTIVE_AVAILABLE is False or notes > 0, "no notification was received at all")
+    expect(not stray, f"{len(stray)} notifications about no unanswered interactive request of their connection: "
+                      + "; ".join(stray[:5]))
 
 
 def check_sigterm(ctx: Context) -> None:
@@ -1705,6 +2666,40 @@ def main() -> int:
         c("removeAccount: one client id, then entirely, then no_account", check_remove_account)
         c("exportCache over 1 MiB after an import in parts under the request limit", check_large_export)
         c("getStatus: schema, pid, socket, state directory, counters, recentErrors", check_status)
+
+        c("sign-in, customBrowser: didStartLoad (authorization URL), didFinishLoad, didComplete, then the token; "
+          "then silently from the cache", check_interactive_custom_browser)
+        c("FOCI after the sign-in: the other family client gets a token through the family refresh token; a client "
+          "outside the family gets interaction_required", check_interactive_family)
+        c("sign-in naming a signed-in account: silent first, no notification, no browser",
+          check_interactive_silent_first)
+        c("sign-in, systemBrowser: environment BROWSER; the loopback listener refuses a wrong state; the token; "
+          "xdg-open from environment PATH",
+          check_interactive_system_browser)
+        c("sign-in, default with a DISPLAY in environment: systemBrowser", check_interactive_default)
+        c("sign-in, default without a DISPLAY in environment: deviceCode/prompt, approval at the provider, the token",
+          check_interactive_default_device_code)
+        c("the browser process: own process group, no signal blocked or ignored, /dev/null, variables from "
+          "environment only", check_interactive_browser_process)
+        c("sign-in, embedded: completeInteractiveFlow refuses tampered URLs, takes the real one once; didComplete; "
+          "the token", check_interactive_embedded)
+        c("sign-in, customBrowser with a loopback redirectUri: its host, path and port (ephemeral when none)",
+          check_interactive_loopback_redirect_uri)
+        c("authorization URL: prompt, login_hint, domain_hint, extra parameters; a reserved extra one -> "
+          "invalid_params", check_interactive_url_parameters)
+        c("cancelInteractiveFlow: in flight and not idled out; didFail user_canceled, the same error in the response; "
+          "a second cancel is refused; a customBrowser cancel closes the loopback listener", check_interactive_cancel)
+        c("without a correlationId the broker generates one (uppercase UUID), named by the first notification",
+          check_interactive_generated_correlation)
+        c("timeoutSeconds 1: didStartLoad, didFail, then timeout", check_interactive_timeout)
+        c("a correlationId in use -> invalid_params params.correlationId, no notification; cancel from another "
+          "connection", check_interactive_correlation_in_use)
+        c("closing the connection cancels its flow: the correlation id is free again", check_interactive_connection_closed,
+          destructive=True)
+        c("no browser can start -> didStartLoad, didFail, invalid_params params.webviewType",
+          check_interactive_no_browser)
+        c("a denied sign-in -> didFail, user_canceled (loopback listener and completeInteractiveFlow)",
+          check_interactive_denied)
 
         c("invalid JSON -> parse_error, id null; the connection stays usable", check_invalid_json, destructive=True)
         c("binary garbage then a newline -> parse_error, id null; still usable", check_binary_garbage,

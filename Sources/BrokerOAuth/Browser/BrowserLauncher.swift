@@ -23,6 +23,7 @@ public enum BrowserLauncher {
         _ url: URL,
         environment: [String: String]
     ) async throws(BrowserError) -> LaunchedBrowser {
+        let caller = environment
         let environment = childEnvironment(environment)
         var candidates: [[String]] = []
         if let browsers = environment["BROWSER"], !browsers.isEmpty {
@@ -40,7 +41,7 @@ public enum BrowserLauncher {
         var failures: [String] = []
         for argv in candidates {
             do {
-                return try await launch(argv, environment: environment)
+                return try await launch(argv, environment: environment, caller: caller)
             } catch {
                 failures.append(error.reason)
             }
@@ -58,7 +59,11 @@ public enum BrowserLauncher {
         environment: [String: String]
     ) async throws(BrowserError) -> LaunchedBrowser {
         guard let program = command.first, !program.isEmpty else { throw BrowserError("the browser command is empty") }
-        return try await launch(command + [url.absoluteString], environment: childEnvironment(environment))
+        return try await launch(
+            command + [url.absoluteString],
+            environment: childEnvironment(environment),
+            caller: environment
+        )
     }
 
     /// The variables that place a browser in a session: taken from the caller only, never from the daemon (whose
@@ -74,18 +79,49 @@ public enum BrowserLauncher {
         _ caller: [String: String],
         own: [String: String] = ProcessInfo.processInfo.environment
     ) -> [String: String] {
-        var environment = own.filter { !sessionVariables.contains($0.key) }
+        var environment = own.filter { !sessionVariables.contains($0.key) && !serviceVariables.contains($0.key) }
         for (name, value) in caller where forwardedVariables.contains(name) { environment[name] = value }
         return environment
     }
 
+    /// What systemd hands a service, meant for the daemon alone: a browser must not inherit it.
+    static let serviceVariables: Set<String> = [
+        "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "INVOCATION_ID",
+        "JOURNAL_STREAM", "MAINPID", "MANAGERPID", "SYSTEMD_EXEC_PID", "STATE_DIRECTORY", "TOKENBROKER_SOCKET",
+    ]
+
     /// Starts `argv`; fails when the program is not found, or exits non-zero within ``settleTime``.
-    static func launch(_ argv: [String], environment: [String: String]) async throws(BrowserError) -> LaunchedBrowser {
+    ///
+    /// Under systemd (the daemon is a service: `INVOCATION_ID` is set) the browser is started by the user manager
+    /// through `systemd-run --user`, as a unit of its own: not in the broker's cgroup (an idle exit or a restart
+    /// of the broker must not close the user's browser) and without the broker's sandbox (a browser needs
+    /// W+X memory and namespaces that the service forbids itself). `--wait` keeps its exit status observable.
+    static func launch(
+        _ argv: [String],
+        environment: [String: String],
+        caller: [String: String],
+        own: [String: String] = ProcessInfo.processInfo.environment
+    ) async throws(BrowserError) -> LaunchedBrowser {
         let name = argv[0]
         guard let executable = resolve(name, path: environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin") else {
             throw BrowserError("\(name) was not found")
         }
-        let pid = try ChildProcess.spawn(executable.path, arguments: argv, environment: environment)
+        var program = executable.path
+        var arguments = [executable.path] + argv.dropFirst()
+        if own["INVOCATION_ID"] != nil,
+            let systemdRun = resolve("systemd-run", path: own["PATH"] ?? "/usr/local/bin:/usr/bin:/bin")
+        {
+            let unit =
+                "tokenbroker-browser-\(RandomToken.make().prefix(12).lowercased().filter { $0.isLetter || $0.isNumber })"
+            let forwarded = caller.filter { forwardedVariables.contains($0.key) }.sorted { $0.key < $1.key }
+            program = systemdRun.path
+            arguments =
+                [
+                    "systemd-run", "--user", "--quiet", "--collect", "--wait", "--service-type=exec", "--unit=\(unit)",
+                    "--description=Sign-in browser started by tokenbroker",
+                ] + forwarded.map { "--setenv=\($0.key)=\($0.value)" } + ["--"] + arguments
+        }
+        let pid = try ChildProcess.spawn(program, arguments: arguments, environment: environment)
         let browser = LaunchedBrowser(name: name)
         browser.started(pid: pid)
         ChildProcess.onExit(of: pid) { status in browser.exited(status) }

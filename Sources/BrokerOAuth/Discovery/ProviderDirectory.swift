@@ -42,6 +42,12 @@ public actor ProviderDirectory {
         return metadata
     }
 
+    /// Forgets every discovery document and key set (a reload): the next request fetches them again.
+    public func forgetAll() {
+        documents.removeAll()
+        keySets.removeAll()
+    }
+
     /// The signing keys behind `metadata.jwksURI`; nil when the provider publishes none.
     public func signingKeys(for metadata: ProviderMetadata) -> SigningKeys? {
         guard let url = metadata.jwksURI else { return nil }

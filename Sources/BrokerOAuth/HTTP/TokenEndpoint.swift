@@ -158,7 +158,7 @@ public final class TokenEndpoint: Sendable {
             ] + headers
         )
         var logger = logger
-        logger[metadataKey: "correlationId"] = "\(correlationId)"
+        logger[metadataKey: "correlation_id"] = "\(correlationId)"
         let grant = form.value(of: "grant_type") ?? endpoint
         var attempt = 1
         while true {

@@ -1,0 +1,121 @@
+import BrokerClient
+import BrokerProtocol
+import BrokerTestSupport
+import Foundation
+import Testing
+
+/// The built daemon as systemd runs it, without systemd: a notify socket made by the test, and
+/// `systemd-socket-activate` handing it the listening socket. (`Tests/systemd/` runs the installed units under a
+/// real `systemd --user`.)
+@Suite(.serialized) struct ServiceManagerTests {
+    let directory: TemporaryDirectory
+
+    init() throws {
+        directory = try TemporaryDirectory(prefix: "sd")
+    }
+
+    /// READY=1 once the socket is served, with a STATUS= a person can read; WATCHDOG=1 at half the interval;
+    /// RELOADING=1 then READY=1 around SIGHUP; STOPPING=1 on SIGTERM; in that order.
+    @Test func notifiesTheServiceManagerInOrder() async throws {
+        let notify = try NotifySocket(in: directory)
+        let daemon = try await DaemonProcess.start(
+            in: directory,
+            environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "400000"]
+        )
+        let ready = try await notify.wait(for: "READY=1") { $0.contains { $0.hasPrefix("READY=1") } }
+        let first = try #require(ready.first)
+        #expect(first.hasPrefix("READY=1\nSTATUS=Serving \(daemon.socketPath) (bound by the daemon)"), "\(first)")
+        #expect(UnixSocket.canConnect(daemon.socketPath))
+        try await notify.wait(for: "two watchdog pings") { $0.filter { $0.hasPrefix("WATCHDOG=1") }.count >= 2 }
+
+        kill(daemon.pid, SIGHUP)
+        let reloaded = try await notify.wait(for: "READY=1 after RELOADING=1") { messages in
+            guard let reloading = messages.firstIndex(where: { $0.hasPrefix("RELOADING=1") }) else { return false }
+            return messages[reloading...].contains { $0.hasPrefix("READY=1") && $0.contains("Reloaded") }
+        }
+        #expect(reloaded.contains { $0.hasPrefix("RELOADING=1\nMONOTONIC_USEC=") })
+        #expect(UnixSocket.canConnect(daemon.socketPath))  // a reload is not a restart
+
+        #expect(try await daemon.stop() == 0)
+        let all = notify.messages
+        let order = all.compactMap { message -> String? in
+            for kind in ["READY=1", "RELOADING=1", "STOPPING=1"] where message.hasPrefix(kind) { return kind }
+            return nil
+        }
+        #expect(order == ["READY=1", "RELOADING=1", "READY=1", "STOPPING=1"], "\(all)")
+        #expect(all.last?.hasPrefix("STOPPING=1") == true || all.last == "WATCHDOG=1")
+    }
+
+    /// A notify socket nobody drains must not stall the daemon: libsystemd's send blocks after ten datagrams,
+    /// and systemd always drains, but a daemon without a manager never sends any.
+    @Test func withoutAManagerNothingIsSentAndNothingWaits() async throws {
+        let daemon = try await DaemonProcess.start(in: directory, environment: ["WATCHDOG_USEC": "200000"])
+        let broker = try await Broker.connect(socketPath: daemon.socketPath)
+        for _ in 0..<5 { _ = try await broker.status() }
+        await broker.close()
+        #expect(try await daemon.stop() == 0)
+    }
+
+    /// `systemd-socket-activate` starts the daemon on the first connection and hands it the socket (fd named
+    /// `broker`); the daemon serves it, says so in getStatus, and with --idle-exit leaves when idle, exit 0.
+    @Test func servesASocketSystemdPasses() async throws {
+        let socketPath = directory.path("activated.sock")
+        let notify = try NotifySocket(in: directory)
+        let activator = Process()
+        activator.executableURL = URL(filePath: "/usr/bin/systemd-socket-activate")
+        activator.arguments = [
+            "--listen=\(socketPath)", "--fdname=broker", "-E", "NOTIFY_SOCKET=\(notify.path)",
+            try Binaries.url("tokenbrokerd").path, "--state-directory", directory.path("state"), "--idle-exit", "1",
+        ]
+        let log = directory.url.appending(path: "activate.log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        activator.standardError = try FileHandle(forWritingTo: log)
+        activator.standardOutput = activator.standardError
+        try activator.run()
+        defer { if activator.isRunning { activator.terminate() } }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !FileManager.default.fileExists(atPath: socketPath) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(notify.messages.isEmpty)  // nothing runs before the first connection
+
+        let broker = try await Broker.connect(socketPath: socketPath)
+        let status = try await broker.status()
+        #expect(status.activation == "systemd")
+        #expect(status.socketPath == socketPath)
+        #expect(status.pid == activator.processIdentifier)  // exec'd in place by systemd-socket-activate
+        let ready = try await notify.wait(for: "READY=1") { $0.contains { $0.hasPrefix("READY=1") } }
+        #expect(ready.contains { $0.contains("(socket-activated)") })
+        await broker.close()
+
+        // Idle for a second with no connection: exits 0 (the socket stays with the manager in real life).
+        let exit = try await activator.waitForExit(timeout: .seconds(15))
+        #expect(exit == 0, "\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+        #expect(notify.messages.contains { $0.hasPrefix("STOPPING=1") })
+    }
+
+    /// Two sockets without a `broker` name: the daemon refuses to guess, and says why.
+    @Test func refusesAmbiguousSockets() async throws {
+        let activator = Process()
+        activator.executableURL = URL(filePath: "/usr/bin/systemd-socket-activate")
+        let first = directory.path("a.sock")
+        activator.arguments = [
+            "--listen=\(first)", "--listen=\(directory.path("b.sock"))", try Binaries.url("tokenbrokerd").path,
+            "--state-directory", directory.path("state"),
+        ]
+        let log = directory.url.appending(path: "ambiguous.log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        activator.standardError = try FileHandle(forWritingTo: log)
+        try activator.run()
+        defer { if activator.isRunning { activator.terminate() } }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !FileManager.default.fileExists(atPath: first) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        _ = UnixSocket.canConnect(first)  // the first connection starts it
+        let exit = try await activator.waitForExit(timeout: .seconds(15))
+        #expect(exit == 1)
+        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        #expect(text.contains("none is named \"broker\""), "\(text)")
+    }
+}
