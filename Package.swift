@@ -20,6 +20,9 @@ let grdb = Target.Dependency.product(name: "GRDB", package: "GRDB.swift")
 let crypto = Target.Dependency.product(name: "Crypto", package: "swift-crypto")
 let cryptoExtras = Target.Dependency.product(name: "CryptoExtras", package: "swift-crypto")
 let asyncHTTPClient = Target.Dependency.product(name: "AsyncHTTPClient", package: "async-http-client")
+let nioSSL = Target.Dependency.product(name: "NIOSSL", package: "swift-nio-ssl")
+let x509 = Target.Dependency.product(name: "X509", package: "swift-certificates")
+let asn1 = Target.Dependency.product(name: "SwiftASN1", package: "swift-asn1")
 
 let package = Package(
     name: "TokenBroker",
@@ -38,6 +41,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
     ],
     targets: [
         // The wire contract: JSON-RPC envelope, params and results, error codes, limits. Foundation only.
@@ -58,7 +64,7 @@ let package = Package(
         .target(
             name: "BrokerOAuth",
             dependencies: [
-                "BrokerProtocol", asyncHTTPClient, nioCore, nioPosix, nioHTTP1, crypto, cryptoExtras, logging,
+                "BrokerProtocol", asyncHTTPClient, nioCore, nioPosix, nioHTTP1, nioSSL, crypto, cryptoExtras, logging,
             ],
             swiftSettings: swiftSettings
         ),
@@ -107,7 +113,9 @@ let package = Package(
         // The Entra-shaped identity provider the tests start (test support, never a product).
         .executableTarget(
             name: "tokenbroker-test-idp",
-            dependencies: ["BrokerProtocol", nioCore, nioPosix, nioHTTP1, crypto, cryptoExtras, argumentParser],
+            dependencies: [
+                "BrokerProtocol", nioCore, nioPosix, nioHTTP1, nioSSL, x509, asn1, crypto, cryptoExtras, argumentParser,
+            ],
             path: "Tests/TestIdentityProvider",
             swiftSettings: swiftSettings
         ),

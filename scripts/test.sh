@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run). On a fresh Debian machine it installs what the tests need, then:
 # format lint, build with warnings as errors and the import check, the Swift tests, the protocol schema
-# validation, the Python wire battery against the built daemon, and the systemd units under a real user
-# manager.
+# validation, the Python wire battery against the built daemon, the MSAL/ADAL interop test, and the systemd
+# units under a real user manager.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -10,7 +10,7 @@ source scripts/lib.sh
 step() { printf '\n=== %s\n' "$*"; }
 
 step "system packages"
-need_packages libsqlite3-dev libsystemd-dev pkg-config systemd curl procps util-linux python3-venv
+need_packages libsqlite3-dev libsystemd-dev pkg-config systemd curl procps util-linux iproute2 openssl python3-venv
 
 step "python test environment"
 PYTHON=$(test_venv | tail -n 1)
@@ -29,6 +29,12 @@ step "protocol examples against the JSON Schemas"
 
 step "wire battery: a Python client written from Protocol/ alone"
 "$PYTHON" Tests/wire/wire_battery.py --daemon .build/debug/tokenbrokerd
+
+step "the test identity provider, endpoint by endpoint (curl, openssl)"
+IDP_BIN=.build/debug/tokenbroker-test-idp Tests/TestIdentityProvider/smoke_test.sh
+
+step "ADAL and MSAL interop: the real MSAL Python and ADAL Python against the broker (own network namespace)"
+PYTHON=$PYTHON Tests/interop/run.sh .build/debug
 
 step "systemd units: systemd-analyze --user verify"
 Tests/systemd/verify-units.sh

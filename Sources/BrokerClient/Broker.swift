@@ -184,13 +184,13 @@ public final class Broker: Sendable {
         }
         var merged = ImportCacheResult(format: format, imported: EntryCounts(), skipped: oversized)
         for part in parts {
-            let report = try await importPart(Secret(part), format: format)
+            let report = try await importPart(Secret(part.text), format: format)
             merged.imported.accounts += report.imported.accounts
             merged.imported.accessTokens += report.imported.accessTokens
             merged.imported.refreshTokens += report.imported.refreshTokens
             merged.imported.idTokens += report.imported.idTokens
             merged.imported.appMetadata += report.imported.appMetadata
-            merged.skipped += report.skipped
+            merged.skipped += ImportSplitter.renumbered(report.skipped, of: part)
         }
         return merged
     }

@@ -14,16 +14,16 @@ extension TokenBroker {
     {
         let format = params.format ?? .msal
         let document = Data(params.data.reveal().utf8)
+        let now = nowSeconds
         let read: (entries: [CacheEntry], skipped: [SkippedEntry])
         do throws(CacheError) {
             switch format {
             case .msal: read = try MSALCacheDocument.read(document)
-            case .adal: throw CacheError(.invalidDocument, "ADAL import is not supported by this broker yet")
+            case .adal: read = try ADALCacheDocument.read(document, timeZone: .current, now: now)
             }
         } catch {
             throw BrokerFailure(.invalidCache, error.message, underlying: error)
         }
-        let now = nowSeconds
         let plan = cache.read { contents in
             CacheImport(entries: read.entries, skipped: read.skipped, into: contents, now: now)
         }
@@ -46,7 +46,7 @@ extension TokenBroker {
         return ImportCacheResult(format: format, imported: plan.imported, skipped: plan.skipped)
     }
 
-    /// `exportCache`: the cache (or one client id's part of it) as an MSAL document.
+    /// `exportCache`: the cache (or one client id's part of it) as an MSAL or ADAL document.
     public nonisolated func exportCache(
         _ params: ExportCacheParams,
         caller: Caller
@@ -54,20 +54,22 @@ extension TokenBroker {
         -> ExportCacheResult
     {
         let format = params.format ?? .msal
-        let entries = cache.read { contents in CacheExport.entries(of: contents, clientId: params.clientId) }
         let data: Data
+        let counts: EntryCounts
         do {
             switch format {
-            case .msal: data = try MSALCacheDocument.write(entries)
+            case .msal:
+                let entries = cache.read { contents in CacheExport.entries(of: contents, clientId: params.clientId) }
+                data = try MSALCacheDocument.write(entries)
+                counts = CacheContents(entries).count
             case .adal:
-                throw BrokerFailure.invalidParams("params.format", "ADAL export is not supported by this broker yet")
+                (data, counts) = try cache.read { contents in
+                    try ADALCacheDocument.write(contents, clientId: params.clientId, timeZone: .current)
+                }
             }
-        } catch let failure as BrokerFailure {
-            throw failure
         } catch {
             throw BrokerFailure(.internalError, "the cache could not be serialized", underlying: error)
         }
-        let counts = CacheContents(entries).count
         audit.cacheMoved(
             "exported",
             by: caller,

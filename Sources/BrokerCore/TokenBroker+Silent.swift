@@ -100,7 +100,7 @@ struct SilentRequest: Sendable {
         authority = try broker.authority(parameters.authority)
         var scopes = parameters.requestedScopes ?? []
         if let resource = parameters.resource, !resource.isEmpty {
-            scopes.append(resource.hasSuffix("/") ? resource + ".default" : resource + "/.default")
+            scopes.append(ScopeSet.defaultScope(forResource: resource))
         }
         self.scopes = ScopeSet(scopes.flatMap { $0.split(separator: " ").map(String.init) })
         guard !self.scopes.scopes.isEmpty else {

@@ -147,10 +147,12 @@ struct IssuedTokens {
         // The refresh token: one per app and account. The redeemed one goes when the provider rotated it.
         if let secret = response.refreshToken {
             // The grant's scopes: kept across refreshes (a refresh does not widen or narrow the grant), set by a
-            // sign-in. Generic providers refuse a refresh that asks for more than the grant had.
-            let grantScopes =
-                redeemed?.target
-                ?? ScopeSet(granted.scopes + (response.scope == nil ? Array(ScopeSet.reserved) : [])).target
+            // sign-in. Generic providers refuse a refresh that asks for more than the grant had. A multi-resource
+            // refresh token (from ADAL, without a target) stays one.
+            let grantScopes: String? =
+                if let redeemed { redeemed.target } else {
+                    ScopeSet(granted.scopes + (response.scope == nil ? Array(ScopeSet.reserved) : [])).target
+                }
             let refreshToken = RefreshToken(
                 homeAccountId: homeAccountId,
                 environment: environment,

@@ -13,7 +13,7 @@ public import Logging
 /// served in parallel; the actor serializes what must not run twice at once.
 public actor TokenBroker {
     /// The broker's release version.
-    public static let version = "0.2.0"
+    public static let version = "0.3.0"
 
     nonisolated let cache: TokenCache
     nonisolated let configuration: BrokerConfiguration

@@ -34,7 +34,7 @@ struct CLI: AsyncParsableCommand {
               75  temporary failure (busy, throttled, identity provider unavailable, timeout): retry later
               77  permission denied
             """,
-        version: "0.2.0",
+        version: "0.3.0",
         subcommands: [
             Status.self, Accounts.self, AccountCommand.self, Token.self, Login.self, Import.self, Export.self,
             RemoveAccount.self,

@@ -80,6 +80,13 @@ struct Daemon: AsyncParsableCommand {
     )
     var entraHosts: [String] = []
 
+    @Option(
+        name: .customLong("idp-ca-file"),
+        help:
+            "Also trust the CA certificates in this PEM file for identity providers (a private CA); the system's are always trusted."
+    )
+    var idpCAFile: String?
+
     @Option(help: "Give up on an identity provider's answer after this many seconds.")
     var idpTimeout: Int = 30
 
@@ -159,6 +166,7 @@ struct Daemon: AsyncParsableCommand {
             )
         }
         let audit = AuditLog(logger: Logger(label: "tokenbroker.audit"), window: .seconds(auditWindow))
+        let transport = try idpCAFile.map { try AsyncHTTPTransport.trusting(certificatesIn: $0) } ?? .shared
         let broker = TokenBroker(
             cache: cache,
             configuration: BrokerConfiguration(
@@ -171,7 +179,8 @@ struct Daemon: AsyncParsableCommand {
                 interactiveTimeout: .seconds(interactiveTimeout)
             ),
             logger: logger,
-            audit: audit
+            audit: audit,
+            transport: transport
         )
         let listener = try listener(environment: environment)
         let server = SocketServer(

@@ -135,6 +135,37 @@ struct BrokerClientTests {
         }
     }
 
+    /// An ADAL list larger than one request goes in parts too, and skipped entries keep their place in the whole
+    /// list, not in their part.
+    @Test func importsLargeADALListsAndReportsPositionsInTheWholeList() async throws {
+        try await withDaemon(mode: .blocking) { broker, _ in
+            let localTime = DateFormatter()
+            localTime.locale = Locale(identifier: "en_US_POSIX")
+            localTime.dateFormat = "yyyy-MM-dd HH:mm:ss.SSSSSS"  // ADAL Python's str(datetime), local time
+            let expiresOn = localTime.string(from: Date().addingTimeInterval(3600))
+            var entries: [JSONValue] = (0..<2500).map { index in
+                let person = Self.person(index)
+                return .object([
+                    "_authority": .string(CacheFixtures.authority), "_clientId": .string(CacheFixtures.clientId),
+                    "userId": .string(person.username), "oid": .string(person.oid),
+                    "tenantId": .string(CacheFixtures.tenant), "resource": .string("https://graph.microsoft.com"),
+                    "accessToken": .string(CacheFixtures.accessTokenSecret("adal-\(index)")),
+                    "refreshToken": .string("RT-ADAL-\(index)"), "expiresOn": .string(expiresOn),
+                    "expiresIn": .integer(3600), "isMRRT": .bool(true), "tokenType": .string("Bearer"),
+                ])
+            }
+            entries[3] = .string("not an entry")
+            entries[2400] = .array([])
+            let document = CacheFixtures.text(.array(entries))
+            #expect(document.utf8.count > WireProtocol.maximumFrameBytes)
+            let report = try await broker.importCache(Secret(document), format: .adal)
+            #expect(report.skipped.map(\.entry) == ["[3]", "[2400]"])
+            #expect(report.imported.accessTokens == 2498)
+            #expect(report.imported.refreshTokens == 2498)
+            #expect(try await broker.accounts().count == 2498 + 2)
+        }
+    }
+
     /// A daemon that dies fails the waiting and later calls with connection_lost, not a hang.
     @Test(arguments: modes)
     func reportsALostConnection(mode: Broker.ConnectionMode) async throws {

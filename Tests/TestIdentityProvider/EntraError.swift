@@ -58,6 +58,21 @@ struct EntraError: Error, Sendable {
         )
     }
 
+    /// `invalid_request` for a v1 token request (`oauth2/token`) without `resource`, shaped like Entra's AADSTS50001.
+    static var missingResource: EntraError {
+        EntraError(
+            "invalid_request",
+            code: 50001,
+            "The request body must contain the following parameter: 'resource'. The v1 token endpoint needs the "
+                + "resource the access token is for."
+        )
+    }
+
+    /// `unsupported_grant_type` for a `grant_type` the endpoint does not redeem.
+    static func unsupportedGrantType(_ grantType: String) -> EntraError {
+        EntraError("unsupported_grant_type", code: 70003, "The app requested an unsupported grant type '\(grantType)'.")
+    }
+
     /// `invalid_client` for a client id the tenant does not know.
     static func unknownClient(_ clientID: String, tenantID: String) -> EntraError {
         EntraError(

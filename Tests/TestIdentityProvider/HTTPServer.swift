@@ -1,8 +1,11 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 
 /// A small HTTP/1.1 server: one task per connection, requests answered in order, `Content-Length` bodies.
+///
+/// With a TLS context it serves HTTPS: the TLS handler goes first in each connection's pipeline, before the HTTP ones.
 ///
 /// Shape of SwiftNIO's `NIOTCPEchoServer`: an async bind, a discarding task group, one child task per connection, and
 /// each connection catches its own errors. Responses that carry a delay wait in their connection's task, never on an
@@ -28,9 +31,12 @@ struct HTTPServer: Sendable {
     }
 
     /// Binds a listener on `host`:`port` (port 0 picks a free one); nothing is served until `run` is called.
+    ///
+    /// With `tls`, every connection speaks TLS with that context (HTTPS); without it, plain HTTP.
     static func bind(
         host: String,
         port: Int,
+        tls: NIOSSLContext? = nil,
         group: MultiThreadedEventLoopGroup = .singleton
     ) async throws -> HTTPServer {
         let listener = try await ServerBootstrap(group: group)
@@ -38,6 +44,9 @@ struct HTTPServer: Sendable {
             .serverChannelOption(.backlog, value: 256)
             .bind(host: host, port: port) { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if let tls {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                    }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     return try Connection(wrappingChannelSynchronously: channel)
                 }
@@ -106,6 +115,8 @@ struct HTTPServer: Sendable {
             }
         } catch is CancellationError {
             // Shutting down.
+        } catch NIOSSLError.uncleanShutdown {
+            // A TLS client that closed without close_notify, as many HTTP clients do once they have their answer.
         } catch {
             Log.info("connection ended: \(error)")
         }

@@ -31,6 +31,11 @@ actor IdentityProvider {
         "refresh_token": 0,
         "urn:ietf:params:oauth:grant-type:device_code": 0,
     ]
+    private var v1TokenRequests = 0
+    private var v1TokenRequestsByGrant = [
+        "authorization_code": 0,
+        "refresh_token": 0,
+    ]
     private var authorizeRequests = 0
     var deviceCodeRequests = 0
 
@@ -41,10 +46,18 @@ actor IdentityProvider {
 
     // MARK: Token endpoint admission
 
-    /// Counts a token endpoint request and takes the fault that applies to it, if any.
-    func admitTokenRequest(grantType: String?) -> Admission {
-        tokenRequests += 1
-        if let grantType { tokenRequestsByGrant[grantType, default: 0] += 1 }
+    /// Counts a request to the token endpoint of `version` and takes the fault that applies to it, if any.
+    ///
+    /// Each endpoint has its own counters; faults and the delay apply to both.
+    func admitTokenRequest(grantType: String?, version: TokenEndpoint.Version) -> Admission {
+        switch version {
+        case .v2:
+            tokenRequests += 1
+            if let grantType { tokenRequestsByGrant[grantType, default: 0] += 1 }
+        case .v1:
+            v1TokenRequests += 1
+            if let grantType { v1TokenRequestsByGrant[grantType, default: 0] += 1 }
+        }
         let fault = faults.take(grantType: grantType)
         return Admission(fault: fault, delay: tokenDelay + (fault?.delay ?? .zero))
     }
@@ -104,6 +117,8 @@ actor IdentityProvider {
         ProviderStats(
             tokenRequests: tokenRequests,
             byGrant: tokenRequestsByGrant,
+            v1TokenRequests: v1TokenRequests,
+            v1ByGrant: v1TokenRequestsByGrant,
             authorizeRequests: authorizeRequests,
             deviceCodeRequests: deviceCodeRequests,
             faultsLeft: faults.left

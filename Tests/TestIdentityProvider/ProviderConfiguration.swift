@@ -38,11 +38,14 @@ struct ProviderConfiguration: Sendable {
     /// The device code lifetime in seconds.
     var deviceCodeLifetime: Int
 
-    /// `http://127.0.0.1:<port>`, known once the listener is bound.
+    /// `http://127.0.0.1:<port>`, or `https://…` when serving TLS; known once the listener is bound.
     var baseURL: String
 
-    /// The `iss` of every token: the tenant's v2.0 issuer.
+    /// The `iss` of access tokens and v2.0 id tokens: the tenant's v2.0 issuer.
     var issuer: String { "\(baseURL)/\(tenantID)/v2.0" }
+
+    /// The `iss` of v1 id tokens (`oauth2/token`): `<base>/<tenantId>/`, shaped like Entra's `sts.windows.net` one.
+    var v1Issuer: String { "\(baseURL)/\(tenantID)/" }
 
     /// The authority a client configures: the base URL and the tenant id.
     var authority: String { "\(baseURL)/\(tenantID)" }

@@ -6,6 +6,7 @@ struct Router: Sendable {
     let key: SigningKey
     let authorize: AuthorizeEndpoint
     let token: TokenEndpoint
+    let v1Token: TokenEndpoint
     let deviceCode: DeviceCodeEndpoint
     let deviceLogin: DeviceLoginEndpoint
     let control: TestControlEndpoint
@@ -15,7 +16,9 @@ struct Router: Sendable {
         configuration = provider.configuration
         self.key = key
         authorize = AuthorizeEndpoint(provider: provider, configuration: configuration)
-        token = TokenEndpoint(provider: provider, minter: TokenMinter(key: key, configuration: configuration))
+        let minter = TokenMinter(key: key, configuration: configuration)
+        token = TokenEndpoint(provider: provider, minter: minter, version: .v2)
+        v1Token = TokenEndpoint(provider: provider, minter: minter, version: .v1)
         deviceCode = DeviceCodeEndpoint(provider: provider, configuration: configuration)
         deviceLogin = DeviceLoginEndpoint(provider: provider)
         control = TestControlEndpoint(provider: provider)
@@ -42,7 +45,7 @@ struct Router: Sendable {
         switch rest {
         case ["v2.0", ".well-known", "openid-configuration"], ["discovery", "v2.0", "keys"]: allowed = [.GET]
         case ["oauth2", "v2.0", "authorize"]: allowed = [.GET, .POST]
-        case ["oauth2", "v2.0", "token"], ["oauth2", "v2.0", "devicecode"]: allowed = [.POST]
+        case ["oauth2", "v2.0", "token"], ["oauth2", "v2.0", "devicecode"], ["oauth2", "token"]: allowed = [.POST]
         default: return .notFound("no such path: \(request.path)")
         }
         guard configuration.acceptsTenant(tenant) else {
@@ -61,7 +64,8 @@ struct Router: Sendable {
         case "authorize":
             return await authorize.handle(request)
         case "token":
-            return await token.handle(request)
+            // `oauth2/token` is the v1 endpoint, `oauth2/v2.0/token` the v2.0 one.
+            return await (rest.count == 2 ? v1Token : token).handle(request)
         default:
             return await deviceCode.handle(request)
         }

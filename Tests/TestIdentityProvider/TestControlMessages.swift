@@ -30,11 +30,17 @@ struct DeviceDecisionRequest: Decodable {
 
 /// `GET /_test/stats`: what the provider has been asked so far.
 struct ProviderStats: Encodable {
-    /// Token endpoint requests received, counted before faults are applied.
+    /// Requests to the v2.0 token endpoint, counted before faults are applied.
     let tokenRequests: Int
 
-    /// Token endpoint requests by `grant_type`.
+    /// Requests to the v2.0 token endpoint by `grant_type`.
     let byGrant: [String: Int]
+
+    /// Requests to the v1 token endpoint (`oauth2/token`), counted before faults are applied.
+    let v1TokenRequests: Int
+
+    /// Requests to the v1 token endpoint by `grant_type`.
+    let v1ByGrant: [String: Int]
 
     /// `GET` requests to the authorization endpoint.
     let authorizeRequests: Int

@@ -11,7 +11,8 @@ struct TestIdentityProviderCommand: AsyncParsableCommand {
         abstract: "An Entra ID-shaped OAuth/OIDC provider on 127.0.0.1 for tokenbroker's integration tests.",
         discussion: """
             Prints one JSON line ({"port", "baseURL", "tenantId", "authority"}) on standard output once it listens, \
-            logs to standard error, and serves until SIGTERM or SIGINT. See Tests/TestIdentityProvider/README.md.
+            logs to standard error, and serves until SIGTERM or SIGINT. With --tls-certificate-out it serves HTTPS \
+            with a fresh self-signed certificate written to that path. See Tests/TestIdentityProvider/README.md.
             """
     )
 
@@ -51,6 +52,15 @@ struct TestIdentityProviderCommand: AsyncParsableCommand {
     @Option(help: "The device code lifetime in seconds.")
     var deviceCodeLifetime = 600
 
+    @Option(
+        name: .customLong("tls-certificate-out"),
+        help: ArgumentHelp(
+            "Serve HTTPS with a fresh self-signed certificate, and write its PEM to this path (a CA bundle).",
+            valueName: "path"
+        )
+    )
+    var tlsCertificateOut: String?
+
     mutating func validate() throws {
         guard UUID(uuidString: tenantID) != nil else { throw ValidationError("--tenant-id must be a GUID") }
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
@@ -60,6 +70,7 @@ struct TestIdentityProviderCommand: AsyncParsableCommand {
         guard (refreshIn ?? 1) > 0, (refreshTokenLifetime ?? 1) > 0 else {
             throw ValidationError("--refresh-in and --refresh-token-lifetime must be positive")
         }
+        guard tlsCertificateOut?.isEmpty != true else { throw ValidationError("--tls-certificate-out needs a path") }
         let families = Set(familyClients.map { $0.lowercased() })
         guard families.isDisjoint(with: otherClients.map { $0.lowercased() }) else {
             throw ValidationError("a client id cannot be both a family client and a non-family client")
@@ -68,8 +79,17 @@ struct TestIdentityProviderCommand: AsyncParsableCommand {
 
     func run() async throws {
         let key = try SigningKey()
-        let server = try await HTTPServer.bind(host: "127.0.0.1", port: port)
-        let baseURL = "http://127.0.0.1:\(server.port)"
+        let tls = try tlsCertificateOut.map { _ in try TLSIdentity() }
+        let server = try await HTTPServer.bind(host: "127.0.0.1", port: port, tls: tls?.context)
+        // The scheme's default port is left out, as clients write the URL (MSAL keys its cache by the host alone).
+        let scheme = tls == nil ? "http" : "https"
+        let isDefaultPort = server.port == (tls == nil ? 80 : 443)
+        let baseURL = "\(scheme)://127.0.0.1" + (isDefaultPort ? "" : ":\(server.port)")
+        if let tls, let tlsCertificateOut {
+            // Written before the start-up line, so a client reading that line finds the certificate in place.
+            try tls.writeCertificate(to: tlsCertificateOut)
+            Log.info("wrote the TLS certificate to \(tlsCertificateOut)")
+        }
         let configuration = ProviderConfiguration(
             tenantID: tenantID.lowercased(),
             familyClients: Set(

@@ -17,8 +17,10 @@ fi
 
 WORK=$(mktemp -d)
 PID=""
+TLS_PID=""
 cleanup() {
     if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -KILL "$PID" 2>/dev/null; fi
+    if [ -n "$TLS_PID" ] && kill -0 "$TLS_PID" 2>/dev/null; then kill -KILL "$TLS_PID" 2>/dev/null; fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -123,9 +125,13 @@ CLIENT_C=cccccccc-0000-4000-8000-00000000000c
 REDIRECT=http://127.0.0.1:9/callback
 AUTHORIZE=$BASE/$TENANT/oauth2/v2.0/authorize
 TOKEN_URL=$BASE/$TENANT/oauth2/v2.0/token
+V1_TOKEN_URL=$BASE/$TENANT/oauth2/token
 AUTHORIZE_GETS=0
 : >"$WORK/sent" # one line per token request, with its grant type (token() runs in subshells: count in a file)
+: >"$WORK/sent1" # the same for the v1 token endpoint
+# sent [GRANT] / sent1 [GRANT]: how many v2 / v1 token requests were sent (with that grant type).
 sent() { if [ -n "${1:-}" ]; then grep -cx "$1" "$WORK/sent"; else wc -l <"$WORK/sent" | tr -d ' '; fi; }
+sent1() { if [ -n "${1:-}" ]; then grep -cx "$1" "$WORK/sent1"; else wc -l <"$WORK/sent1" | tr -d ' '; fi; }
 
 # get NAME URL [curl args]: GET into $WORK/NAME.body / NAME.headers; prints the status.
 get() {
@@ -139,6 +145,14 @@ token() {
     shift 2
     echo "$grant" >>"$WORK/sent"
     curl -s -o "$WORK/$name.body" -D "$WORK/$name.headers" -w '%{http_code}' -X POST "$TOKEN_URL" \
+        --data-urlencode "grant_type=$grant" "$@"
+}
+# token1 NAME GRANT [curl args]: POST to the v1 token endpoint (oauth2/token, as ADAL does); prints the status.
+token1() {
+    local name=$1 grant=$2
+    shift 2
+    echo "$grant" >>"$WORK/sent1"
+    curl -s -o "$WORK/$name.body" -D "$WORK/$name.headers" -w '%{http_code}' -X POST "$V1_TOKEN_URL?api-version=1.0" \
         --data-urlencode "grant_type=$grant" "$@"
 }
 header() { grep -i "^$2:" "$WORK/$1.headers" | head -n 1 | cut -d' ' -f2- | tr -d '\r'; }
@@ -326,6 +340,73 @@ status=$(token bob-expired refresh_token --data-urlencode "client_id=$CLIENT_A" 
 jtest "/_test/expire-refresh-tokens gives token_expired" "$WORK/bob-expired.body" \
     "'$status' == '400' and j['error'] == 'invalid_grant' and j['suberror'] == 'token_expired'"
 
+# ---- v1 token endpoint (ADAL): resource instead of scope, one refresh-token store with v2 ----
+ARM=https://management.core.windows.net/
+sign_in erin "$CLIENT_A" erin@contoso.com
+status=$(token1 v1-no-resource authorization_code -H "client-request-id: 22222222-2222-4333-8444-555555555555" \
+    --data-urlencode "client_id=$CLIENT_A" --data-urlencode "code=$CODE" --data-urlencode "redirect_uri=$REDIRECT" \
+    --data-urlencode "code_verifier=$VERIFIER")
+jtest "v1 without resource is invalid_request (AADSTS50001), Entra-shaped" "$WORK/v1-no-resource.body" \
+    "'$status' == '400' and j['error'] == 'invalid_request' and j['error_codes'] == [50001] \
+     and j['error_description'].startswith('AADSTS50001:') and 'resource' in j['error_description'] \
+     and j['correlation_id'] == '22222222-2222-4333-8444-555555555555' and j['trace_id'] and j['timestamp']"
+status=$(token1 v1-wrong-verifier authorization_code --data-urlencode "client_id=$CLIENT_A" \
+    --data-urlencode "code=$CODE" --data-urlencode "redirect_uri=$REDIRECT" --data-urlencode "resource=$ARM" \
+    --data-urlencode "code_verifier=$(py pkce | cut -d' ' -f1)")
+jtest "v1 code grant checks the PKCE verifier as v2 does" "$WORK/v1-wrong-verifier.body" \
+    "'$status' == '400' and j['error'] == 'invalid_grant' and j['error_codes'] == [501481]"
+status=$(token1 v1-code authorization_code --data-urlencode "client_id=$CLIENT_A" --data-urlencode "code=$CODE" \
+    --data-urlencode "redirect_uri=$REDIRECT" --data-urlencode "resource=$ARM" --data-urlencode "code_verifier=$VERIFIER")
+jtest "v1 code grant (v2 authorize code + resource): the v1 body, numbers as strings" "$WORK/v1-code.body" \
+    "'$status' == '200' and j['token_type'] == 'Bearer' and j['scope'] == 'user_impersonation' \
+     and j['expires_in'] == '3600' and j['ext_expires_in'] == '7200' and j['resource'] == '$ARM' \
+     and int(j['expires_on']) - int(j['not_before']) == 3600 and j['foci'] == '1' and len(j['refresh_token']) >= 40 \
+     and 'client_info' not in j and 'refresh_in' not in j \
+     and jwt(j['access_token'])[0]['alg'] == 'RS256' and jwt(j['access_token'])[1]['aud'] == '$ARM'"
+jtest "v1 id_token is unsigned (alg none, empty signature) with v1 claims" "$WORK/v1-code.body" \
+    "j['id_token'].endswith('.') and j['id_token'].count('.') == 2 \
+     and jwt(j['id_token'])[0] == {'typ': 'JWT', 'alg': 'none'} \
+     and (lambda c: c['aud'] == '$CLIENT_A' and c['iss'] == '$BASE/$TENANT/' and c['ver'] == '1.0' \
+          and c['upn'] == 'erin@contoso.com' and c['unique_name'] == 'erin@contoso.com' and c['name'] == 'Erin' \
+          and c['given_name'] == 'Erin' and c['family_name'] == 'Tester' and c['tid'] == '$TENANT' and c['oid'] \
+          and c['sub'] and c['exp'] - c['iat'] == 3600 and c['nbf'] == c['iat'])(jwt(j['id_token'])[1])"
+V1_RT1=$(py eval "$WORK/v1-code.body" 'j["refresh_token"]')
+status=$(token1 v1-refresh refresh_token --data-urlencode "client_id=$CLIENT_B" \
+    --data-urlencode "refresh_token=$V1_RT1" --data-urlencode resource=https://graph.microsoft.com \
+    --data-urlencode client_info=1)
+jtest "v1 refresh for another resource (MRRT, by the other family client)" "$WORK/v1-refresh.body" \
+    "'$status' == '200' and j['resource'] == 'https://graph.microsoft.com' and j['refresh_token'] != '$V1_RT1' \
+     and jwt(j['access_token'])[1]['aud'] == 'https://graph.microsoft.com' and j['foci'] == '1' \
+     and jwt(j['id_token'])[1]['aud'] == '$CLIENT_B' and json.loads(b64d(j['client_info']))['utid'] == '$TENANT'"
+V1_RT2=$(py eval "$WORK/v1-refresh.body" 'j["refresh_token"]')
+status=$(token1 v1-refresh-no-resource refresh_token --data-urlencode "client_id=$CLIENT_A" \
+    --data-urlencode "refresh_token=$V1_RT2")
+jtest "v1 refresh without resource is invalid_request and spends nothing" "$WORK/v1-refresh-no-resource.body" \
+    "'$status' == '400' and j['error'] == 'invalid_request' and j['error_codes'] == [50001]"
+status=$(token1 v1-device urn:ietf:params:oauth:grant-type:device_code --data-urlencode "client_id=$CLIENT_A" \
+    --data-urlencode device_code=x --data-urlencode "resource=$ARM")
+jtest "v1 redeems only the code and refresh grants" "$WORK/v1-device.body" \
+    "'$status' == '400' and j['error'] == 'unsupported_grant_type'"
+status=$(token v1-rt-at-v2 refresh_token --data-urlencode "client_id=$CLIENT_A" --data-urlencode "refresh_token=$V1_RT2" \
+    --data-urlencode "scope=https://other.example/.default offline_access")
+jtest "a v1 refresh token is redeemed at v2 for any other scope" "$WORK/v1-rt-at-v2.body" \
+    "'$status' == '200' and 'https://other.example/.default' in j['scope'].split() \
+     and jwt(j['access_token'])[1]['aud'] == 'https://other.example' and jwt(j['id_token'])[0]['alg'] == 'RS256'"
+V2_RT=$(py eval "$WORK/v1-rt-at-v2.body" 'j["refresh_token"]')
+status=$(token1 v2-rt-at-v1 refresh_token --data-urlencode "client_id=$CLIENT_A" --data-urlencode "refresh_token=$V2_RT" \
+    --data-urlencode "resource=$ARM")
+jtest "a v2 refresh token is redeemed at v1" "$WORK/v2-rt-at-v1.body" \
+    "'$status' == '200' and j['resource'] == '$ARM' and jwt(j['access_token'])[1]['aud'] == '$ARM'"
+status=$(token1 v1-reuse refresh_token --data-urlencode "client_id=$CLIENT_A" --data-urlencode "refresh_token=$V1_RT1" \
+    --data-urlencode "resource=$ARM")
+jtest "v1 shares rotation and reuse detection with v2 (bad_token)" "$WORK/v1-reuse.body" \
+    "'$status' == '400' and j['error'] == 'invalid_grant' and j['suberror'] == 'bad_token'"
+V1_RT3=$(py eval "$WORK/v2-rt-at-v1.body" 'j["refresh_token"]')
+status=$(token v1-revoked-at-v2 refresh_token --data-urlencode "client_id=$CLIENT_A" \
+    --data-urlencode "refresh_token=$V1_RT3")
+jtest "reuse at v1 revoked the user's newest refresh token at v2 too" "$WORK/v1-revoked-at-v2.body" \
+    "'$status' == '400' and j['error'] == 'invalid_grant' and j['error_codes'] == [50173]"
+
 # ---- device code flow ----
 status=$(curl -s -o "$WORK/devicecode.body" -w '%{http_code}' -X POST "$BASE/$TENANT/oauth2/v2.0/devicecode" \
     --data-urlencode "client_id=$CLIENT_C" --data-urlencode "scope=openid offline_access api://test/Data.Read")
@@ -431,6 +512,11 @@ jtest "/_test/stats counts every request ($(sent) token, $AUTHORIZE_GETS authori
      and j['byGrant']['refresh_token'] == $(sent refresh_token) \
      and j['byGrant']['urn:ietf:params:oauth:grant-type:device_code'] \
          == $(sent urn:ietf:params:oauth:grant-type:device_code)"
+jtest "/_test/stats counts the v1 token endpoint apart ($(sent1) requests)" "$WORK/stats.body" \
+    "j['v1TokenRequests'] == $(sent1) and j['v1ByGrant']['authorization_code'] == $(sent1 authorization_code) \
+     and j['v1ByGrant']['refresh_token'] == $(sent1 refresh_token) \
+     and j['v1ByGrant']['urn:ietf:params:oauth:grant-type:device_code'] \
+         == $(sent1 urn:ietf:params:oauth:grant-type:device_code)"
 
 # ---- shutdown ----
 kill -TERM "$PID"
@@ -446,6 +532,83 @@ done
 check "SIGTERM stops the provider with exit status 0" eval '[ "$EXIT_CODE" = 0 ]'
 PID=""
 check "standard output held only the start-up line" eval '[ "$(wc -l <"$WORK/stdout")" = 1 ]'
+
+# ---- TLS: --tls-certificate-out ----
+CERT=$WORK/tls/idp.pem
+mkdir -p "$WORK/tls"
+"$BIN" --port 0 --tls-certificate-out "$CERT" >"$WORK/tls-stdout" 2>"$WORK/tls-stderr" &
+TLS_PID=$!
+for _ in $(seq 1 100); do
+    [ -s "$WORK/tls-stdout" ] && break
+    sleep 0.1
+done
+# The certificate must be in place as soon as the line is there: look at once.
+CERT_AT_START=$([ -s "$CERT" ] && echo yes || echo no)
+TLS_PORT=$(py eval "$WORK/tls-stdout" 'j["port"]' 2>/dev/null)
+TLS_BASE=https://127.0.0.1:$TLS_PORT
+jtest "with TLS, the start-up line names https base URL and authority" "$WORK/tls-stdout" \
+    "j['baseURL'] == '$TLS_BASE' and j['authority'] == '$TLS_BASE/' + j['tenantId'] and j['port'] > 0"
+check "the certificate PEM is written (0644) before the start-up line" eval '[ "$CERT_AT_START" = yes ] \
+    && [ "$(stat -c %a "$CERT")" = 644 ] && grep -q "BEGIN CERTIFICATE" "$CERT"'
+if command -v openssl >/dev/null; then
+    openssl x509 -in "$CERT" -noout -text >"$WORK/tls-cert.txt" 2>&1
+    check "certificate: CN, SANs, CA:TRUE, key usages, key identifiers, P-256" eval \
+        'grep -q "Subject: CN *= *tokenbroker-test-idp" "$WORK/tls-cert.txt" \
+        && grep -q "IP Address:127.0.0.1" "$WORK/tls-cert.txt" && grep -q "DNS:localhost" "$WORK/tls-cert.txt" \
+        && grep -A1 "Basic Constraints: critical" "$WORK/tls-cert.txt" | grep -q "CA:TRUE" \
+        && grep -A1 "Key Usage: critical" "$WORK/tls-cert.txt" | grep -q "Digital Signature, Certificate Sign" \
+        && grep -A1 "Extended Key Usage" "$WORK/tls-cert.txt" | grep -q "TLS Web Server Authentication" \
+        && grep -q "Subject Key Identifier" "$WORK/tls-cert.txt" \
+        && grep -q "Authority Key Identifier" "$WORK/tls-cert.txt" && grep -q "P-256" "$WORK/tls-cert.txt"'
+    NOT_BEFORE=$(date -d "$(openssl x509 -in "$CERT" -noout -startdate | cut -d= -f2)" +%s)
+    NOT_AFTER=$(date -d "$(openssl x509 -in "$CERT" -noout -enddate | cut -d= -f2)" +%s)
+    check "certificate: valid from an hour ago for seven days" eval \
+        '[ $(($(date +%s) - NOT_BEFORE)) -ge 3600 ] && [ $(($(date +%s) - NOT_BEFORE)) -lt 3660 ] \
+        && [ $((NOT_AFTER - NOT_BEFORE)) = $((7 * 86400 + 3600)) ]'
+else
+    ok "certificate contents not checked (no openssl)"
+fi
+status=$(curl -s --cacert "$CERT" -o "$WORK/tls-disc.body" -w '%{http_code}' \
+    "$TLS_BASE/$TENANT/v2.0/.well-known/openid-configuration")
+jtest "curl --cacert <the PEM> gets discovery over HTTPS, with https endpoints" "$WORK/tls-disc.body" \
+    "'$status' == '200' and j['issuer'] == '$TLS_BASE/$TENANT/v2.0' \
+     and j['token_endpoint'] == '$TLS_BASE/$TENANT/oauth2/v2.0/token'"
+status=$(curl -s --cacert "$CERT" -o "$WORK/tls-v1.body" -w '%{http_code}' -X POST \
+    "https://localhost:$TLS_PORT/$TENANT/oauth2/token" -d grant_type=refresh_token -d "client_id=$CLIENT_A" \
+    -d refresh_token=unknown -d "resource=$ARM")
+jtest "HTTPS by the name localhost reaches the v1 token endpoint" "$WORK/tls-v1.body" \
+    "'$status' == '400' and j['error'] == 'invalid_grant'"
+curl -s -o /dev/null "$TLS_BASE/_test/stats"
+PLAIN_RC=$?
+check "curl without the certificate refuses the server (exit $PLAIN_RC)" eval '[ "$PLAIN_RC" = 60 ]'
+curl -s -m 5 -o /dev/null "http://127.0.0.1:$TLS_PORT/_test/stats"
+HTTP_RC=$?
+check "plain HTTP to the TLS port gets no answer (exit $HTTP_RC)" eval '[ "$HTTP_RC" != 0 ]'
+cat >"$WORK/strict.py" <<'PY'
+import socket, ssl, sys
+port, cafile = int(sys.argv[1]), sys.argv[2]
+context = ssl.create_default_context(cafile=cafile)
+context.verify_flags |= ssl.VERIFY_X509_STRICT  # the default from Python 3.13 on
+for name in ("127.0.0.1", "localhost"):
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname=name) as tls:
+            tls.sendall(b"GET /_test/stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert tls.recv(12) == b"HTTP/1.1 200", name
+PY
+check "Python ssl with the PEM as cafile and VERIFY_X509_STRICT accepts 127.0.0.1 and localhost" \
+    python3 "$WORK/strict.py" "$TLS_PORT" "$CERT"
+kill -TERM "$TLS_PID"
+TLS_EXIT=""
+for _ in $(seq 1 50); do
+    if ! kill -0 "$TLS_PID" 2>/dev/null; then
+        wait "$TLS_PID"
+        TLS_EXIT=$?
+        break
+    fi
+    sleep 0.1
+done
+check "SIGTERM stops the TLS provider with exit status 0" eval '[ "$TLS_EXIT" = 0 ]'
+TLS_PID=""
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

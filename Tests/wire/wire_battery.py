@@ -815,7 +815,14 @@ def check_import_errors(ctx: Context) -> None:
         for data in ("not json", "[]", '{"AccessToken":{},"AccessToken":{}}', '{"Account":{}} trailing',
                      '{"AccessToken":{"k":NaN}}'):
             expect_broker_error(lambda: client.import_cache(data, "msal"), "invalid_cache")
-        expect_broker_error(lambda: client.import_cache("[]", "adal"), "invalid_cache")
+        for data in ('{"entries":[]}', "[", '[{"userId":"a","userId":"b"}]'):
+            expect_broker_error(lambda: client.import_cache(data, "adal"), "invalid_cache")
+        empty_adal = client.import_cache("[]", "adal")
+        expect(empty_adal["format"] == "adal" and all(v == 0 for v in empty_adal["imported"].values()),
+               f"an empty ADAL list: {short(empty_adal)}")
+        not_entries = client.import_cache('[1, "two", null]', "adal")
+        expect([s["entry"] for s in not_entries["skipped"]] == ["[0]", "[1]", "[2]"],
+               f"ADAL list elements that are not entries: {short(not_entries)}")
         empty = client.import_cache("{}", None)
         expect(empty["format"] == "msal" and all(v == 0 for v in empty["imported"].values()),
                f"an empty document with format omitted: {short(empty)}")
@@ -823,7 +830,13 @@ def check_import_errors(ctx: Context) -> None:
         expect([s["entry"] for s in section_not_object["skipped"]] == ["IdToken"],
                f"a known section that is not an object: {short(section_not_object)}")
         expect(client.get_status()["cache"] == before, "a refused import changed the cache")
-        expect_broker_error(lambda: client.export_cache("adal"), "invalid_params", field="params.format")
+        adal = client.export_cache("adal")
+        SCHEMAS.validate("exportCache.result.json", adal)
+        listed = strict_json(adal["data"])
+        expect(isinstance(listed, list) and adal["format"] == "adal", "an ADAL export is not a JSON list")
+        expect(adal["counts"]["accessTokens"] == sum(1 for e in listed if e.get("accessToken")),
+               f"ADAL export counts {adal['counts']} do not match its {len(listed)} entries")
+        expect_broker_error(lambda: client.export_cache("ldap"), "invalid_params")
 
 
 def check_remove_account(ctx: Context) -> None:
@@ -1742,7 +1755,7 @@ def check_interactive_timeout(ctx: Context) -> None:
 def check_interactive_correlation_in_use(ctx: Context) -> None:
     """Section 10.1: a request whose correlationId is that of a running flow is invalid_params
     (params.correlationId), on the same connection or another, and gets no notification; the running flow is not
-    disturbed. Appendix A: 0.2.0 takes a cancel from another connection; the flow's notifications stay on the
+    disturbed. Appendix A: 0.3.0 takes a cancel from another connection; the flow's notifications stay on the
     connection that started it (section 5.3)."""
     with ctx.client() as first, ctx.client() as second:
         pending, correlation = start_flow(first, flow_auth(redirectUri=EMBEDDED_REDIRECT), webview_type="embedded",
@@ -2660,7 +2673,7 @@ def main() -> int:
         c("acquireTokenSilently: the imported token from the cache, correlation ids, ADAL style, errors",
           check_acquire_token_silently)
         c("exportCache: msal document holds the imported token, counts, per-client exports", check_export_cache)
-        c("importCache/exportCache: invalid_cache, adal refused, nothing imported", check_import_errors)
+        c("importCache/exportCache: invalid_cache refuses whole documents, nothing imported; adal lists", check_import_errors)
         c("interactive methods: listed, params checked, no flow to complete or cancel",
           expect_interactive_params_checked)
         c("removeAccount: one client id, then entirely, then no_account", check_remove_account)

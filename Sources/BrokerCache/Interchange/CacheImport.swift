@@ -21,7 +21,9 @@ public struct CacheImport: Sendable {
                 self.skipped.append(SkippedEntry(entry: id.description, reason: "a second entry with the same key"))
                 continue
             }
-            if let reason = Self.reasonToSkip(entry, existing: contents.entry(id), now: now) {
+            if let reason = Self.reasonToSkip(entry, existing: contents.entry(id), now: now)
+                ?? Self.newerRefreshToken(than: entry, in: contents)
+            {
                 self.skipped.append(SkippedEntry(entry: id.description, reason: reason))
                 continue
             }
@@ -36,19 +38,51 @@ public struct CacheImport: Sendable {
             return "the access token has expired"
         case (.accessToken(let token), .accessToken(let current)?) where current.expiresOn > token.expiresOn:
             return "the broker holds a newer access token"
+        case (.refreshToken(let token), .refreshToken(let current)?) where current.secret == token.secret:
+            return "the broker already holds this refresh token"
         case (.refreshToken(let token), .refreshToken(let current)?)
-        where (current.lastModificationTime ?? 0) > (token.lastModificationTime ?? 0):
+        where (current.lastModificationTime ?? 0) >= (token.lastModificationTime ?? 0):
+            // A tie keeps the broker's: it may have rotated the file's token within the same second.
             return "the broker holds a newer refresh token"
         default:
             return nil
         }
     }
 
-    /// Keeps what the broker learned that the file may lack: family membership.
+    /// Why a refresh token is older than one the broker holds for the same app and account under another key
+    /// (another target): the app keeps one refresh token, and an import never brings back one it replaced.
+    private static func newerRefreshToken(than entry: CacheEntry, in contents: borrowing CacheContents) -> String? {
+        guard case .refreshToken(let token) = entry else { return nil }
+        let newer = contents.refreshTokens(
+            homeAccountId: token.homeAccountId,
+            environments: [token.environment.lowercased()]
+        )
+        .contains {
+            $0.id != token.id && $0.clientId.lowercased() == token.clientId.lowercased()
+                && ($0.lastModificationTime ?? 0) >= (token.lastModificationTime ?? 0)
+        }
+        return newer ? "the broker holds a newer refresh token for this app and account" : nil
+    }
+
+    /// Keeps what the broker learned that the file may lack: family membership, and the account's names and
+    /// `client_info` (an ADAL file knows none of them).
     private static func merged(_ entry: CacheEntry, existing: CacheEntry?) -> CacheEntry {
-        guard case .appMetadata(var metadata) = entry, case .appMetadata(let current)? = existing else { return entry }
-        if metadata.familyId == nil { metadata.familyId = current.familyId }
-        return .appMetadata(metadata)
+        switch (entry, existing) {
+        case (.appMetadata(var metadata), .appMetadata(let current)?):
+            if metadata.familyId == nil { metadata.familyId = current.familyId }
+            return .appMetadata(metadata)
+        case (.account(var account), .account(let current)?):
+            if account.username.isEmpty { account.username = current.username }
+            account.accountSource = account.accountSource ?? current.accountSource
+            account.name = account.name ?? current.name
+            account.givenName = account.givenName ?? current.givenName
+            account.familyName = account.familyName ?? current.familyName
+            account.clientInfo = account.clientInfo ?? current.clientInfo
+            account.extra = current.extra.merging(account.extra) { _, new in new }
+            return .account(account)
+        default:
+            return entry
+        }
     }
 
     private mutating func count(_ entry: CacheEntry) {

@@ -26,6 +26,26 @@ struct FieldReader {
         return value
     }
 
+    mutating func bool(_ name: String) throws(EntryError) -> Bool? {
+        guard let value = remaining.removeValue(forKey: name) else { return nil }
+        switch value {
+        case .bool(let flag): return flag
+        case .null: return nil
+        default: throw EntryError("\(name) must be true or false")
+        }
+    }
+
+    /// A count of seconds written as a number or a string of digits.
+    mutating func seconds(_ name: String) throws(EntryError) -> Int64? {
+        guard let value = remaining.removeValue(forKey: name) else { return nil }
+        switch value {
+        case .null: return nil
+        case .integer(let number) where number >= 0: return number
+        case .string(let text) where Int64(text).map({ $0 >= 0 }) == true: return Int64(text)
+        default: throw EntryError("\(name) must be a number of seconds")
+        }
+    }
+
     /// An epoch-seconds value written as a string or a number.
     mutating func epochSeconds(_ name: String) throws(EntryError) -> Int64? {
         guard let value = remaining.removeValue(forKey: name) else { return nil }

@@ -52,6 +52,42 @@ public struct ScopeSet: Sendable, Hashable, CustomStringConvertible {
         normalized.isEmpty
     }
 
+    /// The scope an ADAL v1 `resource` stands for: `<resource>/.default`, always with the slash, as MSAL and
+    /// the Azure CLI map it (`https://management.core.windows.net/` becomes
+    /// `https://management.core.windows.net//.default`, which is what gets a token whose audience keeps the
+    /// resource's trailing slash).
+    public static func defaultScope(forResource resource: String) -> String {
+        resource + "/.default"
+    }
+
+    /// Microsoft Graph's resource: the one Entra ID means by a scope without a resource (`User.Read`).
+    public static let graphResource = "https://graph.microsoft.com"
+
+    /// The ADAL v1 resource these scopes belong to, when they all belong to one: `R` for `R/.default`, the part
+    /// before the last `/` for a scope like `https://graph.microsoft.com/User.Read` or `api://id/access`, and
+    /// Microsoft Graph for a bare `User.Read`, as Entra ID reads it.
+    public var resource: String? {
+        var found: String?
+        for scope in scopes where !Self.reserved.contains(scope.lowercased()) {
+            let resource: String
+            if scope.lowercased().hasSuffix("/.default") {
+                resource = String(scope.dropLast("/.default".count))
+            } else if let scheme = scope.firstRange(of: "://"),
+                let slash = scope[scheme.upperBound...].lastIndex(of: "/")
+            {
+                resource = String(scope[..<slash])
+            } else if !scope.contains("/") {
+                resource = Self.graphResource
+            } else {
+                return nil
+            }
+            guard !resource.isEmpty else { return nil }
+            if let found, found.lowercased() != resource.lowercased() { return nil }
+            found = found ?? resource
+        }
+        return found
+    }
+
     /// For `https://graph.microsoft.com/.default`, the prefix `https://graph.microsoft.com/` of its scopes.
     private static func defaultScopeResource(_ scope: String) -> String? {
         guard scope.hasSuffix("/.default") else { return nil }

@@ -4,6 +4,8 @@ import Glibc
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
+import Synchronization
 
 /// The broker's HTTP client: async-http-client with connect and read timeouts, no redirects followed (an
 /// identity provider's token endpoint never redirects, and following one could carry a code elsewhere), and
@@ -18,17 +20,26 @@ public final class AsyncHTTPTransport: HTTPTransport {
     ///
     /// async-http-client requires a shutdown before release, so prefer ``shared``; one made here must live
     /// until the process ends.
-    private init(connectTimeout: Duration = .seconds(10), readTimeout: Duration = .seconds(30)) {
+    private init(
+        connectTimeout: Duration = .seconds(10),
+        readTimeout: Duration = .seconds(30),
+        additionalTrustRoots: [NIOSSLCertificate] = []
+    ) {
         var pool = HTTPClient.Configuration.ConnectionPool()
         // async-http-client would keep retrying a refused connection until the request's deadline; the token
         // endpoint's own retry policy decides that instead, so a provider that is down is known at once.
         pool.retryConnectionEstablishment = false
-        let configuration = HTTPClient.Configuration(
+        var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             timeout: .init(connect: TimeAmount(connectTimeout), read: TimeAmount(readTimeout)),
             connectionPool: pool,
             decompression: .disabled
         )
+        if !additionalTrustRoots.isEmpty {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.additionalTrustRoots = [.certificates(additionalTrustRoots)]
+            configuration.tlsConfiguration = tls
+        }
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 
@@ -36,6 +47,26 @@ public final class AsyncHTTPTransport: HTTPTransport {
     ///
     /// It lives as long as the process (like `HTTPClient.shared`), so nobody has to shut it down.
     public static let shared = AsyncHTTPTransport()
+
+    /// A transport that trusts the CA certificates in the PEM file at `path` as well as the system's: for an
+    /// identity provider with a private CA (an on-premises one, a test provider).
+    ///
+    /// Like ``shared`` it lives as long as the process (async-http-client must be shut down before it is
+    /// released): make one, once.
+    public static func trusting(certificatesIn path: String) throws(TransportError) -> AsyncHTTPTransport {
+        let certificates: [NIOSSLCertificate]
+        do {
+            certificates = try NIOSSLCertificate.fromPEMFile(path)
+        } catch {
+            throw TransportError(.connection, "\(path) holds no PEM certificate that can be read: \(error)")
+        }
+        guard !certificates.isEmpty else { throw TransportError(.connection, "\(path) holds no PEM certificate") }
+        let transport = AsyncHTTPTransport(additionalTrustRoots: certificates)
+        keptForTheProcess.withLock { $0.append(transport) }
+        return transport
+    }
+
+    private static let keptForTheProcess = Mutex<[AsyncHTTPTransport]>([])
 
     /// Sends `request`, collecting at most ``maximumResponseBytes`` of body.
     public func send(_ request: HTTPRequest, timeout: Duration) async throws(TransportError) -> HTTPResponse {
@@ -74,6 +105,10 @@ public final class AsyncHTTPTransport: HTTPTransport {
             default:
                 break
             }
+        }
+        if error is NIOSSLError || error is BoringSSLError {
+            // The handshake failed (an untrusted or wrong certificate): nothing was sent.
+            return TransportError(.connection, "no trusted TLS connection to \(target): \(error)")
         }
         // None of these errors carries a request body (requests with secrets are POSTs whose URL has no query), so
         // their text is safe to keep.
