@@ -74,14 +74,18 @@ class Provider:
             [str(binary), "--port", "443", "--tenant-id", TENANT, "--tls-certificate-out", str(self.certificate),
              "--family-client", MSAL_APP, "--family-client", FAMILY_APP, "--client", ADAL_APP],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.log)
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the test provider exited with status {self.process.wait()}")
-        started = json.loads(line)
-        self.authority: str = started["authority"]
-        self.base: str = started["baseURL"]
-        expect(self.authority == f"https://127.0.0.1/{TENANT}", f"unexpected authority {self.authority}")
+        try:
+            assert self.process.stdout is not None
+            line = self.process.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the test provider exited with status {self.process.wait()}")
+            started = json.loads(line)
+            self.authority: str = started["authority"]
+            self.base: str = started["baseURL"]
+            expect(self.authority == f"https://127.0.0.1/{TENANT}", f"unexpected authority {self.authority}")
+        except BaseException:
+            self.stop()
+            raise
 
     def stats(self) -> dict[str, Any]:
         return requests.get(f"{self.base}/_test/stats", verify=str(self.certificate), timeout=10).json()
@@ -139,6 +143,7 @@ class Daemon:
                     return
             except (OSError, ConnectionError, BrokerError):
                 if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.process.kill()
                     raise RuntimeError("the daemon did not start; see daemon.log")
                 time.sleep(0.1)
 
@@ -174,7 +179,11 @@ class Interop:
     def __init__(self, binaries: Path, directory: Path) -> None:
         self.directory = directory
         self.provider = Provider(binaries / "tokenbroker-test-idp", directory)
-        self.daemon = Daemon(binaries, directory, self.provider.certificate)
+        try:
+            self.daemon = Daemon(binaries, directory, self.provider.certificate)
+        except BaseException:
+            self.provider.stop()
+            raise
         self.passed = 0
         self.failed = 0
         # What the libraries wrote, kept for the later checks.
