@@ -114,11 +114,7 @@ extension TokenBroker {
             ]
         )
         let task = Task { () -> Result<TokenResult, BrokerFailure> in
-            do throws(BrokerFailure) {
-                return .success(try await self.run(flow, request))
-            } catch {
-                return .failure(error)
-            }
+            await .capturing { () async throws(BrokerFailure) in try await self.run(flow, request) }
         }
         flow.onCancel { task.cancel() }
         let outcome = await withTaskCancellationHandler {
@@ -226,11 +222,7 @@ extension TokenBroker {
         let timeout = request.timeout
         let outcome = await withTaskGroup(of: Result<TokenResult, BrokerFailure>?.self) { group in
             group.addTask {
-                do throws(BrokerFailure) {
-                    return .success(try await self.signIn(flow, request))
-                } catch {
-                    return .failure(error)
-                }
+                await Result.capturing { () async throws(BrokerFailure) in try await self.signIn(flow, request) }
             }
             group.addTask {
                 do {

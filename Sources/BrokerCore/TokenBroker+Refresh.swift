@@ -56,13 +56,7 @@ extension TokenBroker {
             task = running
             refreshesJoined += 1
         } else {
-            task = Task {
-                do throws(BrokerFailure) {
-                    return .success(try await work())
-                } catch {
-                    return .failure(error)
-                }
-            }
+            task = Task { await .capturing(work) }
             refreshes[key] = task
             refreshesStarted += 1
         }
@@ -83,7 +77,7 @@ extension TokenBroker {
     ) async throws(BrokerFailure) -> TokenResult {
         let account = found.cacheAccount
         let environments = request.authority.environmentAliases
-        let (candidates, knownApp) = cache.read { contents in
+        let candidates = cache.read { contents in
             Self.refreshCandidates(for: request.clientId, account: account, environments: environments, in: contents)
         }
         guard !candidates.isEmpty else {
@@ -100,7 +94,12 @@ extension TokenBroker {
         } catch {
             return try fallback(found, request: request, failure: error, correlationId: correlationId)
         }
-        _ = knownApp
+        let context = IssueContext(
+            clientId: request.clientId,
+            authority: request.authority,
+            requestedScopes: request.scopes,
+            account: account
+        )
         var lastFailure: BrokerFailure?
         var familyRefused = false
         for candidate in candidates {
@@ -110,7 +109,7 @@ extension TokenBroker {
                 redeemed = try await redeem(
                     candidate,
                     for: request,
-                    account: account,
+                    context: context,
                     metadata: metadata,
                     correlationId: correlationId
                 )
@@ -142,12 +141,6 @@ extension TokenBroker {
                 }
                 continue
             }
-            let context = IssueContext(
-                clientId: request.clientId,
-                authority: request.authority,
-                requestedScopes: request.scopes,
-                account: account
-            )
             let now = nowSeconds
             let issued = try cache.read { contents throws(BrokerFailure) in
                 try IssuedTokens(
@@ -169,22 +162,21 @@ extension TokenBroker {
             )
     }
 
-    /// The refresh tokens to try, in order, and the app's metadata if the broker has seen the app.
+    /// The refresh tokens to try, in order.
     nonisolated static func refreshCandidates(
         for clientId: String,
         account: BrokerCache.Account,
         environments: Set<String>,
         in contents: borrowing CacheContents
-    ) -> ([RefreshToken], AppMetadata?) {
+    ) -> [RefreshToken] {
         let all = contents.refreshTokens(homeAccountId: account.homeAccountId, environments: environments)
             .sorted { ($0.lastModificationTime ?? 0) > ($1.lastModificationTime ?? 0) }
         let own = all.filter { $0.clientId.lowercased() == clientId.lowercased() }
         let family = all.filter { $0.familyId == "1" && $0.clientId.lowercased() != clientId.lowercased() }
-        let metadata = contents.appMetadata(clientId: clientId, environments: environments)
-        switch metadata {
-        case nil: return (family + own, nil)  // first use: the family might take it
-        case let known? where known.familyId == "1": return (family + own, known)
-        case let known?: return (own, known)  // known to be outside the family
+        switch contents.appMetadata(clientId: clientId, environments: environments) {
+        case nil: return family + own  // first use: the family might take it
+        case let known? where known.familyId == "1": return family + own
+        case _?: return own  // known to be outside the family
         }
     }
 
@@ -192,7 +184,7 @@ extension TokenBroker {
     private nonisolated func redeem(
         _ refreshToken: RefreshToken,
         for request: SilentRequest,
-        account: BrokerCache.Account,
+        context: IssueContext,
         metadata: ProviderMetadata,
         correlationId: String
     ) async throws(OAuthError) -> (response: TokenResponse, claims: [String: JSONValue]?) {
@@ -202,7 +194,8 @@ extension TokenBroker {
             scopes: Self.refreshScopes(request, refreshToken: refreshToken),
             claims: request.claims,
             requestsClientInfo: request.authority.isEntra,
-            anchorMailbox: request.authority.isEntra ? Self.anchorMailbox(account.homeAccountId) : nil
+            anchorMailbox: request.authority.isEntra
+                ? context.account.flatMap { Self.anchorMailbox($0.homeAccountId) } : nil
         )
         let response = try await grant.redeem(
             at: metadata.tokenEndpoint,
@@ -228,12 +221,6 @@ extension TokenBroker {
             return (response, claims)
         } catch {
             // Untrusted answer: hand nothing out, but keep a rotated refresh token, or the sign-in is lost.
-            let context = IssueContext(
-                clientId: request.clientId,
-                authority: request.authority,
-                requestedScopes: request.scopes,
-                account: account
-            )
             await keepRotatedRefreshToken(response, context: context, redeemed: refreshToken, now: now)
             throw OAuthError(.invalidResponse, "the identity provider's id_token was refused: \(error)")
         }
@@ -300,9 +287,8 @@ extension TokenBroker {
 
     /// The scopes sent to the provider: the app's, plus `openid profile offline_access`.
     nonisolated static func requestScopes(_ scopes: ScopeSet) -> [String] {
-        let reserved = ["openid", "profile", "offline_access"]
         let wanted = scopes.scopes.filter { !ScopeSet.reserved.contains($0.lowercased()) }
-        return wanted + reserved
+        return wanted + ScopeSet.reservedInRequestOrder
     }
 
     /// The scopes of a refresh: Entra ID's are the app's plus `openid profile offline_access`, as MSAL sends them;
@@ -313,7 +299,7 @@ extension TokenBroker {
         }
         let granted = ScopeSet(target: target).scopes.map { $0.lowercased() }
         let wanted = request.scopes.scopes.filter { !ScopeSet.reserved.contains($0.lowercased()) }
-        return wanted + ["openid", "profile", "offline_access"].filter { granted.contains($0) }
+        return wanted + ScopeSet.reservedInRequestOrder.filter { granted.contains($0) }
     }
 
     /// Entra ID's routing hint for an account `uid.utid`.

@@ -92,7 +92,7 @@ struct AccountCommand: AsyncParsableCommand {
     func run() async throws {
         try await withBroker(connection) { broker in
             let account = try await broker.account(
-                AccountSelector(identifier: identifierOrUsername, username: identifierOrUsername)
+                AccountSelector(identifierOrUsername: identifierOrUsername)
             )
             if json { return try Output.json(account) }
             Output.line("username:         \(account.username)")
@@ -106,6 +106,33 @@ struct AccountCommand: AsyncParsableCommand {
     }
 }
 
+/// The app and what it asks for: shared by `token` and `login`.
+struct AppOptions: ParsableArguments {
+    @Option(help: "The app's client id.") var clientId: String
+    @Option(
+        name: .customLong("scope"),
+        help: "A scope; repeat the option or give a space-separated list."
+    ) var scopes: [String] = []
+    @Option(help: "An ADAL v1 resource, asked for as <resource>/.default.") var resource: String?
+    @Option(help: "The authority (default: https://login.microsoftonline.com/common).") var authority: String?
+
+    /// The scopes, space-separated lists split.
+    var scopeList: [String] {
+        scopes.flatMap { $0.split(separator: " ").map(String.init) }
+    }
+
+    func validate() throws {
+        guard !scopes.isEmpty || resource != nil else { throw ValidationError("give --scope or --resource") }
+    }
+}
+
+extension AccountSelector {
+    /// The lookup rule for one word from the command line: by identifier when it is one, else by username.
+    init(identifierOrUsername text: String) {
+        self.init(identifier: text, username: text)
+    }
+}
+
 struct Token: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print an access token for an app, from the broker's cache or refreshed; never prompts.",
@@ -113,31 +140,24 @@ struct Token: AsyncParsableCommand {
     )
 
     @OptionGroup var connection: ConnectionOptions
-    @Option(help: "The app's client id.") var clientId: String
-    @Option(
-        name: .customLong("scope"),
-        help: "A scope; repeat the option or give a space-separated list."
-    ) var scopes: [String] = []
-    @Option(help: "An ADAL v1 resource, asked for as <resource>/.default.") var resource: String?
+    @OptionGroup var app: AppOptions
     @Option(help: "The account: identifier or username (default: the only account).") var account: String?
-    @Option(help: "The authority (default: https://login.microsoftonline.com/common).") var authority: String?
     @Option(help: "The token must stay valid at least this many seconds.") var minValidity: Int?
     @Flag(help: "Refresh even if a cached token fits.") var forceRefresh = false
     @Flag(help: "Print the whole result as JSON.") var json = false
 
     func validate() throws {
-        guard !scopes.isEmpty || resource != nil else { throw ValidationError("give --scope or --resource") }
         if let minValidity, minValidity < 0 { throw ValidationError("--min-validity must not be negative") }
     }
 
     func run() async throws {
         try await withBroker(connection) { broker in
             let request = TokenRequest(
-                clientId: clientId,
-                scopes: scopes.flatMap { $0.split(separator: " ").map(String.init) },
-                resource: resource,
-                authority: authority,
-                account: account.map { AccountSelector(identifier: $0, username: $0) },
+                clientId: app.clientId,
+                scopes: app.scopeList,
+                resource: app.resource,
+                authority: app.authority,
+                account: account.map(AccountSelector.init(identifierOrUsername:)),
                 minimumValidity: minValidity.map { .seconds($0) },
                 forceRefresh: forceRefresh
             )
@@ -183,13 +203,7 @@ struct Login: AsyncParsableCommand {
     }
 
     @OptionGroup var connection: ConnectionOptions
-    @Option(help: "The app's client id.") var clientId: String
-    @Option(
-        name: .customLong("scope"),
-        help: "A scope; repeat the option or give a space-separated list."
-    ) var scopes: [String] = []
-    @Option(help: "An ADAL v1 resource, asked for as <resource>/.default.") var resource: String?
-    @Option(help: "The authority (default: https://login.microsoftonline.com/common).") var authority: String?
+    @OptionGroup var app: AppOptions
     @Option(help: "How the sign-in is shown: default, system, custom or device-code.") var webview: Webview = .default
     @Option(help: "For --webview custom: the program and its arguments (quoted as in a shell).")
     var browserCommand: String?
@@ -201,7 +215,6 @@ struct Login: AsyncParsableCommand {
     @Flag(help: "Print the whole result as JSON.") var json = false
 
     func validate() throws {
-        guard !scopes.isEmpty || resource != nil else { throw ValidationError("give --scope or --resource") }
         if webview == .custom, (browserCommand ?? "").isEmpty {
             throw ValidationError("--webview custom needs --browser-command")
         }
@@ -217,13 +230,13 @@ struct Login: AsyncParsableCommand {
     func run() async throws {
         try await withBroker(connection) { broker in
             let request = InteractiveRequest(
-                clientId: clientId,
-                scopes: scopes.flatMap { $0.split(separator: " ").map(String.init) },
-                resource: resource,
-                authority: authority,
+                clientId: app.clientId,
+                scopes: app.scopeList,
+                resource: app.resource,
+                authority: app.authority,
                 webviewType: webview.webviewType,
                 browserCommand: browserCommand.flatMap(Format.shellWords),
-                account: account.map { AccountSelector(identifier: $0, username: $0) },
+                account: account.map(AccountSelector.init(identifierOrUsername:)),
                 prompt: prompt,
                 loginHint: loginHint,
                 domainHint: domainHint,
@@ -330,7 +343,7 @@ struct RemoveAccount: AsyncParsableCommand {
     func run() async throws {
         try await withBroker(connection) { broker in
             let result = try await broker.removeAccount(
-                AccountSelector(identifier: identifierOrUsername, username: identifierOrUsername),
+                AccountSelector(identifierOrUsername: identifierOrUsername),
                 clientId: clientId
             )
             if json { return try Output.json(result) }

@@ -33,10 +33,11 @@ enum Format {
 
     /// The `tokenbroker login` command that would satisfy a `token` request.
     static func loginCommand(for token: Token) -> String {
-        var parts = ["tokenbroker", "login", "--client-id", token.clientId]
-        if let authority = token.authority { parts += ["--authority", authority] }
-        for scope in token.scopes { parts += ["--scope", shellQuoted(scope)] }
-        if let resource = token.resource { parts += ["--resource", shellQuoted(resource)] }
+        let app = token.app
+        var parts = ["tokenbroker", "login", "--client-id", app.clientId]
+        if let authority = app.authority { parts += ["--authority", authority] }
+        for scope in app.scopes { parts += ["--scope", shellQuoted(scope)] }
+        if let resource = app.resource { parts += ["--resource", shellQuoted(resource)] }
         return parts.joined(separator: " ")
     }
 

@@ -179,22 +179,8 @@ import Testing
     ])
     func devicePollingEnds(on error: String, as kind: OAuthError.Kind) async {
         let transport = ScriptedTransport([ScriptedTransport.json(400, ["error": error])])
-        let endpoint = TokenEndpoint(transport: transport, productVersion: "t", logger: Logger(label: "t"))
-        let authorization = DeviceAuthorization(
-            deviceCode: Secret("dc"),
-            userCode: "U",
-            verificationURI: "https://idp.example/device",
-            expiresIn: 60,
-            interval: 1
-        )
         await #expect {
-            try await DeviceCodeGrant(clientId: "c", scopes: []).poll(
-                authorization,
-                metadata: metadata,
-                via: endpoint,
-                correlationId: "c",
-                clock: SkippingClock()
-            )
+            try await poll(transport, expiresIn: 60, interval: 1)
         } throws: { failure in
             (failure as? OAuthError)?.kind == kind
         }
@@ -203,26 +189,31 @@ import Testing
     @Test func devicePollingStopsWhenTheCodeExpires() async {
         let answers = (0..<10).map { _ in ScriptedTransport.json(400, ["error": "authorization_pending"]) }
         let transport = ScriptedTransport(answers)
+        await #expect {
+            try await poll(transport, expiresIn: 12, interval: 5)
+        } throws: { failure in
+            (failure as? OAuthError)?.kind == .expired
+        }
+        #expect(transport.sent.count == 2)
+    }
+
+    /// Polls a device code that expires in `expiresIn` seconds, every `interval`, against `transport`.
+    private func poll(_ transport: ScriptedTransport, expiresIn: Int64, interval: Int64) async throws -> TokenResponse {
         let endpoint = TokenEndpoint(transport: transport, productVersion: "t", logger: Logger(label: "t"))
         let authorization = DeviceAuthorization(
             deviceCode: Secret("dc"),
             userCode: "U",
             verificationURI: "https://idp.example/device",
-            expiresIn: 12,
-            interval: 5
+            expiresIn: expiresIn,
+            interval: interval
         )
-        await #expect {
-            try await DeviceCodeGrant(clientId: "c", scopes: []).poll(
-                authorization,
-                metadata: metadata,
-                via: endpoint,
-                correlationId: "c",
-                clock: SkippingClock()
-            )
-        } throws: { failure in
-            (failure as? OAuthError)?.kind == .expired
-        }
-        #expect(transport.sent.count == 2)
+        return try await DeviceCodeGrant(clientId: "c", scopes: []).poll(
+            authorization,
+            metadata: metadata,
+            via: endpoint,
+            correlationId: "c",
+            clock: SkippingClock()
+        )
     }
 
     @Test func deviceCodeNeedsAnEndpoint() async {

@@ -346,7 +346,7 @@ private struct Writing {
     let timeZone: TimeZone
     private var entries: [String: [String: JSONValue]] = [:]
     private var expiries: [String: Int64] = [:]
-    private var refreshTokenSecrets = Set<String>()
+    private var refreshTokenSecrets = Set<Secret>()
     private var accountIds = Set<EntryID>()
     private var accessTokens = 0
     /// (client, home account, environment) pairs that already have an entry carrying their refresh token.
@@ -384,7 +384,7 @@ private struct Writing {
         if let refreshToken {
             fields["refreshToken"] = .string(refreshToken.secret.reveal())
             fields["isMRRT"] = .bool(true)
-            refreshTokenSecrets.insert(refreshToken.secret.reveal())
+            refreshTokenSecrets.insert(refreshToken.secret)
             carried.insert([token.clientId.lowercased(), account.homeAccountId.lowercased(), token.environment])
         }
         entries[key] = fields
@@ -404,7 +404,7 @@ private struct Writing {
         fields["expiresOn"] = .string(LocalTime.text(0, timeZone: timeZone))
         fields["refreshToken"] = .string(refreshToken.secret.reveal())
         fields["isMRRT"] = .bool(true)
-        refreshTokenSecrets.insert(refreshToken.secret.reveal())
+        refreshTokenSecrets.insert(refreshToken.secret)
         entries[[authority, "", clientId, account.username].map { $0.lowercased() }.joined(separator: "\n")] = fields
     }
 

@@ -2,7 +2,9 @@
 /// Connect scopes `openid profile offline_access` that every request carries.
 public struct ScopeSet: Sendable, Hashable, CustomStringConvertible {
     /// The scopes every request adds; they never decide whether a token matches.
-    public static let reserved: Set<String> = ["openid", "profile", "offline_access"]
+    public static let reserved: Set<String> = Set(reservedInRequestOrder)
+    /// The reserved scopes in the order MSAL sends them.
+    public static let reservedInRequestOrder = ["openid", "profile", "offline_access"]
 
     /// The scopes as given, order and case kept, duplicates and empty strings removed.
     public let scopes: [String]

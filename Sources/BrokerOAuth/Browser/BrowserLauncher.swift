@@ -121,7 +121,7 @@ public enum BrowserLauncher {
                     "--description=Sign-in browser started by tokenbroker",
                 ] + forwarded.map { "--setenv=\($0.key)=\($0.value)" } + ["--"] + arguments
         }
-        let pid = try ChildProcess.spawn(program, arguments: arguments, environment: environment)
+        let pid = try await ChildProcess.spawn(program, arguments: arguments, environment: environment)
         let browser = LaunchedBrowser(name: name)
         browser.started(pid: pid)
         ChildProcess.onExit(of: pid) { status in browser.exited(status) }
@@ -199,12 +199,16 @@ public final class LaunchedBrowser: Sendable {
 
     /// The exit status if the process ends within `duration`, else nil.
     public func exitStatus(within duration: Duration) async -> Int32? {
-        let deadline = ContinuousClock.now + duration
-        while ContinuousClock.now < deadline {
-            if let status = status { return status }
-            do { try await Task.sleep(for: .milliseconds(20)) } catch { break }
+        await withTaskGroup(of: Int32?.self) { group in
+            group.addTask { await self.exitStatus() }
+            group.addTask {
+                try? await Task.sleep(for: duration)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? status
         }
-        return status
     }
 
     /// The exit status, if the process has ended.

@@ -14,7 +14,7 @@ enum ChildProcess {
         _ executable: String,
         arguments: [String],
         environment: [String: String]
-    ) throws(BrowserError) -> pid_t {
+    ) async throws(BrowserError) -> pid_t {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -51,7 +51,7 @@ enum ChildProcess {
         // descriptor inherited for an instant): the kernel answers ETXTBSY. It passes; try again briefly.
         var tries = 1
         while result == ETXTBSY && tries < 5 {
-            usleep(20_000)
+            try? await Task.sleep(for: .milliseconds(20))  // never usleep: this may be an event-loop thread
             result = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
             tries += 1
         }
