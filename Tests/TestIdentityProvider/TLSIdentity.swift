@@ -28,6 +28,9 @@ struct TLSIdentity: Sendable {
 
     /// Generates a P-256 key and a certificate valid from an hour before `now` for seven days.
     init(now: Date = Date()) throws {
+        // Certificates hold whole seconds, and the encoder rounds: a start at 12.7 s would make the certificate valid
+        // from 13 s, in the future for the rest of that second. Truncating first makes the bounds exact.
+        let now = Date(timeIntervalSince1970: now.timeIntervalSince1970.rounded(.down))
         let key = P256.Signing.PrivateKey()
         let signingKey = Certificate.PrivateKey(key)
         let publicKey = signingKey.publicKey
