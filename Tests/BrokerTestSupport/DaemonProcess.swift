@@ -1,17 +1,16 @@
 public import Foundation
 
 /// The built `tokenbrokerd`, run as a subprocess on a private socket and state directory.
-public final class DaemonProcess: @unchecked Sendable {
-    // SAFETY: `process` is only started and signalled from the owning test.
+public final class DaemonProcess: Sendable {
     /// The socket it serves.
     public let socketPath: String
     /// Its state directory.
     public let stateDirectory: String
     /// Where its stderr goes.
     public let logURL: URL
-    private let process: Process
+    private let process: ChildProcess
 
-    private init(process: Process, socketPath: String, stateDirectory: String, logURL: URL) {
+    private init(process: ChildProcess, socketPath: String, stateDirectory: String, logURL: URL) {
         self.process = process
         self.socketPath = socketPath
         self.stateDirectory = stateDirectory
@@ -29,17 +28,13 @@ public final class DaemonProcess: @unchecked Sendable {
         let socketPath = directory.path("run/broker.sock")
         let stateDirectory = directory.path("state")
         let logURL = directory.url.appending(path: logName)
-        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
-        let process = Process()
-        process.executableURL = try Binaries.url("tokenbrokerd")
-        process.arguments = ["--socket", socketPath, "--state-directory", stateDirectory] + arguments
-        process.environment = childEnvironment(environment)
-        let log = try FileHandle(forWritingTo: logURL)
-        log.seekToEndOfFile()
-        process.standardError = log
-        process.standardOutput = log
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess.spawn(
+            try Binaries.url("tokenbrokerd").path,
+            ["--socket", socketPath, "--state-directory", stateDirectory] + arguments,
+            environment: childEnvironment(environment),
+            stdout: .file(logURL.path),
+            stderr: .file(logURL.path)
+        )
         let daemon = DaemonProcess(
             process: process,
             socketPath: socketPath,
@@ -52,7 +47,7 @@ public final class DaemonProcess: @unchecked Sendable {
 
     /// The daemon's process id.
     public var pid: Int32 {
-        process.processIdentifier
+        process.pid
     }
 
     /// Whether it still runs.
@@ -75,7 +70,9 @@ public final class DaemonProcess: @unchecked Sendable {
         while ContinuousClock.now < deadline {
             if UnixSocket.canConnect(socketPath) { return }
             guard process.isRunning else {
-                throw TestSetupError("tokenbrokerd exited with \(process.terminationStatus) before listening:\n\(log)")
+                throw TestSetupError(
+                    "tokenbrokerd exited with \(process.exitStatus ?? -1) before listening:\n\(log)"
+                )
             }
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -85,12 +82,12 @@ public final class DaemonProcess: @unchecked Sendable {
     /// Sends `signal` and waits for the exit status (128 + signal when it was killed by one).
     @discardableResult
     public func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(30)) async throws -> Int32 {
-        if process.isRunning { kill(process.processIdentifier, signal) }
+        process.signal(signal)
         return try await process.waitForExit(timeout: timeout)
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.signal(SIGKILL)
     }
 }
 

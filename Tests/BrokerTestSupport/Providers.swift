@@ -3,16 +3,15 @@ public import BrokerProtocol
 public import Foundation
 
 /// An identity provider the tests start as a subprocess, on 127.0.0.1 with an ephemeral port.
-public final class ProviderProcess: @unchecked Sendable {
-    // SAFETY: `process` is started in `start` and only signalled afterwards.
+public final class ProviderProcess: Sendable {
     /// The port it listens on.
     public let port: Int
     /// Everything it printed first: its start-up line.
     public let startup: [String: JSONValue]
-    private let process: Process
+    private let process: ChildProcess
     private let logURL: URL
 
-    private init(process: Process, port: Int, startup: [String: JSONValue], logURL: URL) {
+    private init(process: ChildProcess, port: Int, startup: [String: JSONValue], logURL: URL) {
         self.process = process
         self.port = port
         self.startup = startup
@@ -42,16 +41,14 @@ public final class ProviderProcess: @unchecked Sendable {
         logName: String
     ) async throws -> ProviderProcess {
         let logURL = directory.url.appending(path: logName)
-        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = try FileHandle(forWritingTo: logURL)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let reader = output.fileHandleForReading
+        let process = try ChildProcess.spawn(
+            executable.path,
+            arguments,
+            environment: childEnvironment([:]),
+            stdout: .pipe,
+            stderr: .file(logURL.path)
+        )
+        guard let reader = process.output else { throw TestSetupError("no pipe from \(executable.path)") }
         let line = await offload { () -> String in
             var bytes: [UInt8] = []
             while !bytes.contains(UInt8(ascii: "\n")) {
@@ -64,7 +61,7 @@ public final class ProviderProcess: @unchecked Sendable {
         guard let startup = try? JSONValue.parse(Array(line.utf8.prefix { $0 != UInt8(ascii: "\n") })).objectValue,
             let port = startup["port"]?.integerValue
         else {
-            process.terminate()
+            process.signal(SIGTERM)
             let log = (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
             throw TestSetupError("\(executable.lastPathComponent) did not start: \(line)\n\(log)")
         }
@@ -74,21 +71,21 @@ public final class ProviderProcess: @unchecked Sendable {
     /// Stops it (SIGTERM, then SIGKILL after 10 s).
     public func stop() async {
         guard process.isRunning else { return }
-        process.terminate()
+        process.signal(SIGTERM)
         if (try? await process.waitForExit(timeout: .seconds(10))) == nil {
-            Foundation.kill(process.processIdentifier, SIGKILL)
+            process.signal(SIGKILL)
         }
     }
 
     /// Kills it at once (a provider that goes down).
     public func crash() async {
         guard process.isRunning else { return }
-        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.signal(SIGKILL)
         _ = try? await process.waitForExit(timeout: .seconds(10))
     }
 
     deinit {
-        if process.isRunning { process.terminate() }
+        process.signal(SIGTERM)
     }
 }
 

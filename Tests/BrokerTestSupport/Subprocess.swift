@@ -63,60 +63,25 @@ public func runCommand(
     let directory = try TemporaryDirectory(prefix: "cmd")
     let stdoutURL = directory.url.appending(path: "out")
     let stderrURL = directory.url.appending(path: "err")
-    _ = FileManager.default.createFile(atPath: stdoutURL.path, contents: nil)
-    _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    process.environment = childEnvironment(environment)
-    process.standardOutput = try FileHandle(forWritingTo: stdoutURL)
-    process.standardError = try FileHandle(forWritingTo: stderrURL)
+    var input = ChildProcess.Stream.null
     if let stdin {
-        let input = directory.url.appending(path: "in")
-        try stdin.write(to: input)
-        process.standardInput = try FileHandle(forReadingFrom: input)
-    } else {
-        process.standardInput = FileHandle.nullDevice
+        let url = directory.url.appending(path: "in")
+        try stdin.write(to: url)
+        input = .file(url.path)
     }
-    let status = try await process.runToCompletion()
+    let status = try await ChildProcess.run(
+        executable.path,
+        arguments,
+        environment: childEnvironment(environment),
+        stdin: input,
+        stdout: .file(stdoutURL.path),
+        stderr: .file(stderrURL.path)
+    )
     return CommandResult(
         status: status,
         stdout: (try? String(contentsOf: stdoutURL, encoding: .utf8)) ?? "",
         stderr: (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? ""
     )
-}
-
-extension Process {
-    /// Starts the process and waits for it without blocking a thread; returns the exit status, or 128 + the
-    /// signal that killed it.
-    public func runToCompletion() async throws -> Int32 {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
-            terminationHandler = { process in
-                let status =
-                    process.terminationReason == .uncaughtSignal
-                    ? 128 + process.terminationStatus : process.terminationStatus
-                continuation.resume(returning: status)
-            }
-            do {
-                try run()
-            } catch {
-                terminationHandler = nil
-                continuation.resume(throwing: error)
-            }
-        }
-    }
-
-    /// Waits for a started process to exit; returns its status (or 128 + signal).
-    public func waitForExit(timeout: Duration = .seconds(30)) async throws -> Int32 {
-        let deadline = ContinuousClock.now + timeout
-        while isRunning {
-            guard ContinuousClock.now < deadline else {
-                throw TestSetupError("process \(processIdentifier) did not exit")
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return terminationReason == .uncaughtSignal ? 128 + terminationStatus : terminationStatus
-    }
 }
 
 /// Set-up went wrong (a missing binary, a daemon that never listened): not the behaviour under test.

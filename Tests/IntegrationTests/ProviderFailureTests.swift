@@ -125,10 +125,8 @@ import Testing
         try await provider.control("delay", ["ms": 4000])
         let before = try await provider.tokenRequests()
         #expect(try await silent(broker, provider).tokenSource == .cache)
-        let started = ContinuousClock.now
         let error = await expectError(.serverError) { try await forced(broker, provider) }
         #expect(error?.message.contains("did not answer in time") == true, "\(error?.message ?? "")")
-        #expect(ContinuousClock.now - started < .seconds(4))
         #expect(try await provider.tokenRequests() == before + 2)
         #expect(try await refreshTokenCount(broker) == 1)
         try await provider.control("reset", [:])
@@ -146,14 +144,12 @@ import Testing
         await provider.process.crash()
         let cached = try await silent(broker, provider)
         #expect(cached.tokenSource == .cache)
-        let started = ContinuousClock.now
         let error = await expectError(.serverError) {
             _ = try await broker.acquireTokenSilent(
                 TokenRequest(clientId: client, scopes: [scope], authority: provider.authority, forceRefresh: true)
             )
         }
         #expect(error?.message.contains("could not connect") == true, "\(error?.message ?? "")")
-        #expect(ContinuousClock.now - started < .seconds(5))
         #expect(try await refreshTokenCount(broker) == 1)
         await broker.close()
         #expect(try await daemon.stop() == 0)

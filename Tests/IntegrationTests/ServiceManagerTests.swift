@@ -37,13 +37,14 @@ import Testing
         #expect(UnixSocket.canConnect(daemon.socketPath))  // a reload is not a restart
 
         #expect(try await daemon.stop() == 0)
-        let all = notify.messages
+        // The daemon has exited, but the reader may not have taken its last datagram off the socket yet.
+        let all = try await notify.wait(for: "STOPPING=1") { $0.contains { $0.hasPrefix("STOPPING=1") } }
         let order = all.compactMap { message -> String? in
             for kind in ["READY=1", "RELOADING=1", "STOPPING=1"] where message.hasPrefix(kind) { return kind }
             return nil
         }
         #expect(order == ["READY=1", "RELOADING=1", "READY=1", "STOPPING=1"], "\(all)")
-        #expect(all.last?.hasPrefix("STOPPING=1") == true || all.last == "WATCHDOG=1")
+        #expect(all.last?.hasPrefix("STOPPING=1") == true || all.last == "WATCHDOG=1", "\(all)")
     }
 
     /// A notify socket nobody drains must not stall the daemon: libsystemd's send blocks after ten datagrams,
@@ -61,18 +62,18 @@ import Testing
     @Test func servesASocketSystemdPasses() async throws {
         let socketPath = directory.path("activated.sock")
         let notify = try NotifySocket(in: directory)
-        let activator = Process()
-        activator.executableURL = URL(filePath: "/usr/bin/systemd-socket-activate")
-        activator.arguments = [
-            "--listen=\(socketPath)", "--fdname=broker", "-E", "NOTIFY_SOCKET=\(notify.path)",
-            try Binaries.url("tokenbrokerd").path, "--state-directory", directory.path("state"), "--idle-exit", "1",
-        ]
         let log = directory.url.appending(path: "activate.log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        activator.standardError = try FileHandle(forWritingTo: log)
-        activator.standardOutput = activator.standardError
-        try activator.run()
-        defer { if activator.isRunning { activator.terminate() } }
+        let activator = try ChildProcess.spawn(
+            "/usr/bin/systemd-socket-activate",
+            [
+                "--listen=\(socketPath)", "--fdname=broker", "-E", "NOTIFY_SOCKET=\(notify.path)",
+                try Binaries.url("tokenbrokerd").path, "--state-directory", directory.path("state"), "--idle-exit", "1",
+            ],
+            environment: childEnvironment([:]),
+            stdout: .file(log.path),
+            stderr: .file(log.path)
+        )
+        defer { activator.signal(SIGTERM) }
         let deadline = ContinuousClock.now + .seconds(10)
         while !FileManager.default.fileExists(atPath: socketPath) && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
@@ -83,7 +84,7 @@ import Testing
         let status = try await broker.status()
         #expect(status.activation == "systemd")
         #expect(status.socketPath == socketPath)
-        #expect(status.pid == activator.processIdentifier)  // exec'd in place by systemd-socket-activate
+        #expect(status.pid == activator.pid)  // exec'd in place by systemd-socket-activate
         let ready = try await notify.wait(for: "READY=1") { $0.contains { $0.hasPrefix("READY=1") } }
         #expect(ready.contains { $0.contains("(socket-activated)") })
         await broker.close()
@@ -91,23 +92,23 @@ import Testing
         // Idle for a second with no connection: exits 0 (the socket stays with the manager in real life).
         let exit = try await activator.waitForExit(timeout: .seconds(15))
         #expect(exit == 0, "\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
-        #expect(notify.messages.contains { $0.hasPrefix("STOPPING=1") })
+        try await notify.wait(for: "STOPPING=1") { $0.contains { $0.hasPrefix("STOPPING=1") } }
     }
 
     /// Two sockets without a `broker` name: the daemon refuses to guess, and says why.
     @Test func refusesAmbiguousSockets() async throws {
-        let activator = Process()
-        activator.executableURL = URL(filePath: "/usr/bin/systemd-socket-activate")
         let first = directory.path("a.sock")
-        activator.arguments = [
-            "--listen=\(first)", "--listen=\(directory.path("b.sock"))", try Binaries.url("tokenbrokerd").path,
-            "--state-directory", directory.path("state"),
-        ]
         let log = directory.url.appending(path: "ambiguous.log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        activator.standardError = try FileHandle(forWritingTo: log)
-        try activator.run()
-        defer { if activator.isRunning { activator.terminate() } }
+        let activator = try ChildProcess.spawn(
+            "/usr/bin/systemd-socket-activate",
+            [
+                "--listen=\(first)", "--listen=\(directory.path("b.sock"))", try Binaries.url("tokenbrokerd").path,
+                "--state-directory", directory.path("state"),
+            ],
+            environment: childEnvironment([:]),
+            stderr: .file(log.path)
+        )
+        defer { activator.signal(SIGTERM) }
         let deadline = ContinuousClock.now + .seconds(10)
         while !FileManager.default.fileExists(atPath: first) && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
