@@ -33,6 +33,12 @@ BIN_DIR="${XDG_BIN_HOME:-$HOME/.local/bin}"
 UNIT_DIR="${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user"
 STATE_DIR="${XDG_STATE_HOME:-$HOME/.local/state}/tokenbroker"
 
+# A shell without a login session (su, sudo -i, ssh without pam_systemd) has no XDG_RUNTIME_DIR; a user manager
+# may still run in /run/user/<uid> (lingering). The broker's socket rule looks there too (Protocol/ §2.1).
+if [ -z "${XDG_RUNTIME_DIR:-}" ] && [ -O "/run/user/$(id -u)" ] && [ -S "/run/user/$(id -u)/systemd/private" ]; then
+  export XDG_RUNTIME_DIR="/run/user/$(id -u)"
+fi
+
 # Whether a systemd user manager answers for this user (systemctl talks to it without D-Bus).
 have_user_manager() {
   command -v systemctl >/dev/null 2>&1 && [ -n "${XDG_RUNTIME_DIR:-}" ] \

@@ -39,6 +39,13 @@ PYTHON=$PYTHON Tests/interop/run.sh .build/debug
 step "systemd units: systemd-analyze --user verify"
 Tests/systemd/verify-units.sh
 
+step "the socket rule without a login session: install.sh and status without XDG_RUNTIME_DIR, hostile directories"
+if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
+  echo "SKIPPED: needs root and mount namespaces (CI has both); run scripts/test.sh as root to include it"
+else
+  unshare -m --propagation private Tests/install/socket-rule.sh
+fi
+
 step "the installed units under a real systemd --user (private mount namespace), and the journal"
 if [ "$(id -u)" != 0 ] || ! unshare -m true 2>/dev/null; then
   echo "SKIPPED: needs root and mount namespaces (CI has both); run scripts/test.sh as root to include it"

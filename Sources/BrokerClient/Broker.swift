@@ -45,24 +45,22 @@ public final class Broker: Sendable {
     }
 
     /// The socket path a client uses when none is given: `$TOKENBROKER_SOCKET`, else
-    /// `$XDG_RUNTIME_DIR/tokenbroker/broker.sock`, else the same under `/run/user/<uid>`.
-    public static var defaultSocketPath: String? {
+    /// `$XDG_RUNTIME_DIR/tokenbroker/broker.sock`, else the same under `/run/user/<uid>`, else
+    /// `/tmp/tokenbroker-<uid>/broker.sock` (``SocketLocation``, the rule the daemon shares).
+    public static var defaultSocketPath: String {
         SocketLocation.resolve()
     }
 
     /// Connects to the broker at `socketPath` (default: ``defaultSocketPath``).
     ///
-    /// Throws ``BrokerError/Code/brokerUnavailable`` when no broker answers, with how to start it.
+    /// Before anything is sent, the socket's directory must be the user's own, closed to others, and the peer must
+    /// run as the same user: otherwise ``BrokerError/Code/permissionDenied``. Throws
+    /// ``BrokerError/Code/brokerUnavailable`` when no broker answers, with how to start it.
     public static func connect(
         socketPath: String? = nil,
         mode: ConnectionMode = .concurrent
     ) async throws(BrokerError) -> Broker {
-        guard let path = socketPath ?? defaultSocketPath else {
-            throw BrokerError(
-                .brokerUnavailable,
-                "cannot find the broker's socket: XDG_RUNTIME_DIR is not set; set TOKENBROKER_SOCKET"
-            )
-        }
+        let path = socketPath ?? defaultSocketPath
         switch mode {
         case .concurrent: return Broker(connection: try await EventLoopConnection.connect(to: path))
         case .blocking: return Broker(connection: try BlockingConnection.connect(to: path))

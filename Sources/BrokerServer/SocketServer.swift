@@ -206,15 +206,20 @@ public final class SocketServer: Service {
         case .activated(let fd, _):
             return try await bootstrap.bind(fd, cleanupExistingSocketFile: false, childChannelInitializer: initializer)
         case .bind(let path):
-            try SocketPath.prepare(path)
-            let previous = umask(0o177)
-            defer { umask(previous) }
-            let channel = try await bootstrap.bind(
-                unixDomainSocketPath: path,
-                cleanupExistingSocketFile: false,
-                childChannelInitializer: initializer
-            )
-            chmod(path, 0o600)
+            let prepared = try SocketPath.prepare(path)
+            let (fd, inode) = try prepared.listen(backlog: 256)
+            let channel: NIOAsyncChannel<AcceptedConnection, Never>
+            do {
+                channel = try await bootstrap.bind(
+                    fd,
+                    cleanupExistingSocketFile: false,
+                    childChannelInitializer: initializer
+                )
+            } catch {
+                prepared.remove(inode: inode)
+                throw error
+            }
+            channel.channel.closeFuture.whenComplete { _ in prepared.remove(inode: inode) }
             return channel
         }
     }

@@ -17,7 +17,9 @@ struct CLI: AsyncParsableCommand {
         abstract: "Get tokens from, and manage, the user's token broker (tokenbrokerd).",
         discussion: """
             The broker keeps one OAuth/OpenID Connect token cache for all of the user's apps.
-            It is reached on $TOKENBROKER_SOCKET, else $XDG_RUNTIME_DIR/tokenbroker/broker.sock.
+            It is reached on $TOKENBROKER_SOCKET, else $XDG_RUNTIME_DIR/tokenbroker/broker.sock, else
+            /run/user/<uid>/tokenbroker/broker.sock, else /tmp/tokenbroker-<uid>/broker.sock (the daemon
+            uses the same rule).
 
             EXIT STATUS
               0   success
@@ -44,7 +46,7 @@ struct CLI: AsyncParsableCommand {
 
 /// Options every subcommand takes.
 struct ConnectionOptions: ParsableArguments {
-    @Option(help: "The broker's socket (default: $TOKENBROKER_SOCKET, else $XDG_RUNTIME_DIR/tokenbroker/broker.sock).")
+    @Option(help: "The broker's socket (default: the daemon's rule, in `tokenbroker --help`).")
     var socket: String?
 
     func connect() async throws -> Broker {

@@ -1,3 +1,4 @@
+import BrokerProtocol
 import Glibc
 
 /// What the systemd user manager says about the broker's units, for `tokenbroker status`.
@@ -5,13 +6,14 @@ enum UnitStates {
     /// `tokenbrokerd.socket active (listening)`-style descriptions of both units; nil without a user manager or
     /// when the units are not installed.
     static func describe() -> String? {
-        guard let runtime = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }),
-            access("\(runtime)/systemd/private", F_OK) == 0
-        else { return nil }
-        let output = run([
-            "systemctl", "--user", "show", "--property=Id,LoadState,ActiveState,SubState", "tokenbrokerd.socket",
-            "tokenbrokerd.service",
-        ])
+        guard let runtime = runtimeDirectory, access("\(runtime)/systemd/private", F_OK) == 0 else { return nil }
+        let output = run(
+            [
+                "systemctl", "--user", "show", "--property=Id,LoadState,ActiveState,SubState", "tokenbrokerd.socket",
+                "tokenbrokerd.service",
+            ],
+            runtimeDirectory: runtime
+        )
         guard let output else { return nil }
         var units: [[String: String]] = [[:]]
         for line in output.split(separator: "\n", omittingEmptySubsequences: false) {
@@ -29,8 +31,20 @@ enum UnitStates {
         return described.isEmpty ? nil : described.joined(separator: ", ")
     }
 
-    /// Runs a program from PATH and returns its stdout, or nil when it cannot run or fails.
-    private static func run(_ argv: [String]) -> String? {
+    /// Where the user manager listens: `$XDG_RUNTIME_DIR`, else `/run/user/<uid>` when it is the user's (a shell
+    /// without a login session can still reach a lingering user manager there).
+    private static var runtimeDirectory: String? {
+        if let runtime = getenv("XDG_RUNTIME_DIR").map({ String(cString: $0) }), runtime.hasPrefix("/") {
+            return runtime
+        }
+        let socket = SocketLocation.resolve(environment: [:])
+        let fallback = SocketLocation.userRuntimeDirectory()
+        return socket.hasPrefix(fallback + "/") ? fallback : nil
+    }
+
+    /// Runs a program from PATH with `XDG_RUNTIME_DIR` set, and returns its stdout, or nil when it cannot run or
+    /// fails.
+    private static func run(_ argv: [String], runtimeDirectory: String) -> String? {
         var pipe: [Int32] = [-1, -1]
         guard Glibc.pipe(&pipe) == 0 else { return nil }
         var actions = posix_spawn_file_actions_t()
@@ -43,7 +57,17 @@ enum UnitStates {
         let arguments = argv.map { strdup($0) } + [nil]
         defer { for argument in arguments { free(argument) } }
         var pid = pid_t()
-        let spawned = posix_spawnp(&pid, argv[0], &actions, nil, arguments, environ)
+        var environment: [String] = []
+        var entry = environ
+        while let variable = entry.pointee {
+            let text = String(cString: variable)
+            if !text.hasPrefix("XDG_RUNTIME_DIR=") { environment.append(text) }
+            entry += 1
+        }
+        environment.append("XDG_RUNTIME_DIR=\(runtimeDirectory)")
+        let environmentPointers = environment.map { strdup($0) } + [nil]
+        defer { for variable in environmentPointers { free(variable) } }
+        let spawned = posix_spawnp(&pid, argv[0], &actions, nil, arguments, environmentPointers)
         close(pipe[1])
         defer { close(pipe[0]) }
         guard spawned == 0 else { return nil }

@@ -21,7 +21,9 @@ struct Daemon: AsyncParsableCommand {
         discussion: """
             Serves the broker protocol (Protocol/ in the source tree) on a Unix socket:
             $TOKENBROKER_SOCKET, else $XDG_RUNTIME_DIR/tokenbroker/broker.sock, else the same under
-            /run/user/<uid>.
+            /run/user/<uid> when that is the user's private directory, else
+            /tmp/tokenbroker-<uid>/broker.sock (a directory it creates 0700 and uses only while it
+            belongs to the user and is closed to others).
             Keeps its sealed cache in the state directory: --state-directory, else $STATE_DIRECTORY,
             else $XDG_STATE_HOME/tokenbroker (~/.local/state/tokenbroker).
 
@@ -42,7 +44,7 @@ struct Daemon: AsyncParsableCommand {
 
     @Option(
         help:
-            "The socket to serve (default: $TOKENBROKER_SOCKET, else $XDG_RUNTIME_DIR/tokenbroker/broker.sock, else /run/user/<uid>/tokenbroker/broker.sock)."
+            "The socket to serve (default: $TOKENBROKER_SOCKET, else $XDG_RUNTIME_DIR/tokenbroker/broker.sock, else /run/user/<uid>/tokenbroker/broker.sock, else /tmp/tokenbroker-<uid>/broker.sock)."
     )
     var socket: String?
 
@@ -247,12 +249,7 @@ struct Daemon: AsyncParsableCommand {
             }
             return .activated(fd: socket.fd, path: Systemd.socketPath(of: socket.fd) ?? "(passed by systemd)")
         }
-        guard let socketPath = socket ?? SocketLocation.resolve(environment: environment) else {
-            throw StartupError(
-                "no socket path: set XDG_RUNTIME_DIR (as a login session does) or TOKENBROKER_SOCKET, or pass --socket"
-            )
-        }
-        return .bind(path: socketPath)
+        return .bind(path: socket ?? SocketLocation.resolve(environment: environment))
     }
 
     /// `--state-directory`, else `$STATE_DIRECTORY` (systemd), else `$XDG_STATE_HOME/tokenbroker`, else

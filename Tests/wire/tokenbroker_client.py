@@ -93,10 +93,6 @@ NOTIFICATIONS = (
 )
 
 
-class NoBrokerSocket(RuntimeError):
-    """Section 2.1 rule 4: no socket path can be found."""
-
-
 class ProtocolFailure(ConnectionError):
     """The broker sent something this client cannot accept (a line over 64 MiB, not JSON, ...)."""
 
@@ -136,20 +132,39 @@ class BrokerError(Exception):
         super().__init__(f"{self.error_code} ({self.code}): {self.message}")
 
 
+def private_directory_problem(path: str, uid: int | None = None) -> str | None:
+    """Why `path` is not a directory of the user's own closed to others (section 2.1, rule 5), or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as error:
+        return f"{path}: {error.strerror}"
+    try:
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if info.st_uid != (os.getuid() if uid is None else uid):
+        return f"{path} belongs to another user"
+    if info.st_mode & 0o077:
+        return f"{path} is open to other users"
+    return None
+
+
 def socket_path(environ: dict[str, str] | None = None, uid: int | None = None,
-                isdir: Callable[[str], bool] = os.path.isdir) -> str:
+                is_private: Callable[[str], bool] | None = None) -> str:
     """The broker socket path, by the rule of section 2.1."""
     env = os.environ if environ is None else environ
+    uid = os.getuid() if uid is None else uid
+    is_private = is_private or (lambda path: private_directory_problem(path, uid) is None)
     explicit = env.get("TOKENBROKER_SOCKET", "")
     if explicit:
         return explicit
     runtime = env.get("XDG_RUNTIME_DIR", "")
     if runtime and os.path.isabs(runtime):
         return os.path.join(runtime, "tokenbroker", "broker.sock")
-    run_user = f"/run/user/{os.getuid() if uid is None else uid}"
-    if isdir(run_user):
+    run_user = f"/run/user/{uid}"
+    if is_private(run_user):
         return os.path.join(run_user, "tokenbroker", "broker.sock")
-    raise NoBrokerSocket("no broker is reachable: set XDG_RUNTIME_DIR or TOKENBROKER_SOCKET")
+    return f"/tmp/tokenbroker-{uid}/broker.sock"
 
 
 def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
@@ -263,6 +278,10 @@ class BrokerClient:
     # -- connection ---------------------------------------------------------------------------------------------
 
     def connect(self) -> None:
+        if self.check_peer:
+            problem = private_directory_problem(os.path.dirname(self.path) or ".")
+            if problem is not None:
+                raise PermissionError(f"refusing the socket {self.path}: {problem} (section 2.1, rule 5)")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(self.connect_timeout)
         try:
@@ -699,7 +718,7 @@ def main(argv: Iterable[str] | None = None) -> int:
             except BrokerError as error:
                 print(json.dumps(error.error), file=sys.stdout)
                 return 1
-    except (OSError, NoBrokerSocket, TimeoutError, ValueError) as error:
+    except (OSError, TimeoutError, ValueError) as error:
         print(f"tokenbroker_client: {error}", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=2, ensure_ascii=False))

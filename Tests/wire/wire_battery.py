@@ -49,9 +49,9 @@ from tokenbroker_client import (  # noqa: E402
     BrokerClient,
     BrokerError,
     ConnectionClosed,
-    NoBrokerSocket,
     encode_message,
     parse_line,
+    private_directory_problem,
     socket_path,
 )
 
@@ -566,15 +566,14 @@ def check_socket_path_rule(ctx: Context) -> None:
         ({"XDG_RUNTIME_DIR": "relative/dir"}, yes, f"/run/user/{uid}/tokenbroker/broker.sock"),
         ({}, yes, f"/run/user/{uid}/tokenbroker/broker.sock"),
     ]
-    for env, isdir, wanted in cases:
-        got = socket_path(env, isdir=isdir)
+    for env, is_private, wanted in cases:
+        got = socket_path(env, is_private=is_private)
         expect(got == wanted, f"socket_path({env}) = {got!r}, wanted {wanted!r}")
-    try:
-        got = socket_path({}, isdir=no)
-    except NoBrokerSocket:
-        pass
-    else:
-        fail(f"socket_path without any source gave {got!r} instead of reporting no broker")
+    got = socket_path({}, is_private=no)
+    expect(got == f"/tmp/tokenbroker-{uid}/broker.sock",
+           f"without a private /run/user/{uid} socket_path gave {got!r}, not /tmp/tokenbroker-{uid}/broker.sock")
+    expect(private_directory_problem(ctx.daemon.socket_dir) is None,
+           f"the daemon's socket directory fails rule 5: {private_directory_problem(ctx.daemon.socket_dir)}")
     # and the rule finds the live daemon both ways
     via_xdg = socket_path({"XDG_RUNTIME_DIR": str(ctx.daemon.runtime)})
     expect(via_xdg == str(ctx.socket), f"XDG rule gave {via_xdg}")

@@ -34,6 +34,7 @@ final class BlockingConnection: Transport {
 
     /// Connects to the socket at `path`.
     static func connect(to path: String) throws(BrokerError) -> BlockingConnection {
+        try checkSocketDirectory(path)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw BrokerError(.internal, "cannot create a socket") }
         var address = sockaddr_un()
@@ -53,6 +54,12 @@ final class BlockingConnection: Transport {
             let code = errno
             Glibc.close(fd)
             throw BrokerError.unavailable(path, errno: code)
+        }
+        do {
+            try checkPeer(PeerCredentials.of(socket: fd), at: path)
+        } catch {
+            Glibc.close(fd)
+            throw error
         }
         return BlockingConnection(fd: fd, socketPath: path)
     }

@@ -22,6 +22,7 @@ final class EventLoopConnection: Transport {
 
     /// Connects to the socket at `path`.
     static func connect(to path: String) async throws(BrokerError) -> EventLoopConnection {
+        try checkSocketDirectory(path)
         let pending = PendingCalls()
         let bootstrap = ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connectTimeout(.seconds(5))
@@ -33,12 +34,23 @@ final class EventLoopConnection: Transport {
                     )
                 }
             }
+        let channel: any Channel
         do {
-            let channel = try await bootstrap.connect(unixDomainSocketPath: path).get()
-            return EventLoopConnection(channel: channel, pending: pending, socketPath: path)
+            channel = try await bootstrap.connect(unixDomainSocketPath: path).get()
         } catch {
             throw BrokerError.unavailable(path, errno: (error as? IOError)?.errnoCode ?? 0)
         }
+        let peer =
+            try? await (channel as? any SocketOptionProvider)?
+            .unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+            .get() as PeerCredentials?
+        do {
+            try checkPeer(peer, at: path)
+        } catch {
+            try? await channel.close()
+            throw error
+        }
+        return EventLoopConnection(channel: channel, pending: pending, socketPath: path)
     }
 
     /// Sends a request and waits for its result.

@@ -51,6 +51,34 @@ func requestFrame<Params: Encodable & Sendable>(
     return bytes
 }
 
+/// Refuses a socket whose directory is not the user's own private one: another user could be listening there
+/// (Protocol/ §14).
+func checkSocketDirectory(_ path: String) throws(BrokerError) {
+    switch SocketLocation.directoryProblem(ofSocket: path) {
+    case nil: return
+    case .missing: throw BrokerError.unavailable(path, errno: ENOENT)
+    case .untrusted(let reason):
+        throw BrokerError(
+            .permissionDenied,
+            "refusing to connect to \(path): \(reason); a broker socket must be in a directory of your own that only "
+                + "you can use (mode 0700)"
+        )
+    }
+}
+
+/// Refuses a connection whose peer runs as another user: it is not this user's broker (Protocol/ §14).
+func checkPeer(_ peer: PeerCredentials?, at path: String) throws(BrokerError) {
+    guard let peer else {
+        throw BrokerError(.permissionDenied, "refusing \(path): the kernel does not say who serves it")
+    }
+    guard peer.uid == getuid() else {
+        throw BrokerError(
+            .permissionDenied,
+            "refusing \(path): it is served by another user (uid \(peer.uid)), not by your broker"
+        )
+    }
+}
+
 extension BrokerError {
     /// No broker answers at `path`: why, and how to start one.
     static func unavailable(_ path: String, errno code: Int32) -> BrokerError {
