@@ -24,6 +24,9 @@ swift build --build-tests --explicit-target-dependency-import-check error
 step "swift test"
 swift test --skip-build
 
+step "the README's Swift example, built as printed in a package of its own; public names beside Foundation"
+Tests/readme/build-example.sh
+
 step "protocol examples against the JSON Schemas"
 "$PYTHON" Tests/wire/validate_examples.py
 

@@ -31,7 +31,7 @@ enum SyntheticCache {
             let home = "\(oid(account)).\(tenant)"
             entries.append(
                 .account(
-                    Account(
+                    AccountEntry(
                         homeAccountId: home,
                         environment: environment,
                         realm: tenant,

@@ -7,7 +7,7 @@ public struct CacheContents: Sendable {
     public private(set) var accessTokens: [String: AccessToken] = [:]
     public private(set) var refreshTokens: [String: RefreshToken] = [:]
     public private(set) var idTokens: [String: IdToken] = [:]
-    public private(set) var accounts: [String: Account] = [:]
+    public private(set) var accounts: [String: AccountEntry] = [:]
     public private(set) var appMetadata: [String: AppMetadata] = [:]
     /// Entries of sections this version does not know, kept for export.
     public private(set) var others: [EntryID: JSONValue] = [:]
@@ -129,17 +129,17 @@ public struct CacheContents: Sendable {
 
     /// Entra ID's `client_info` for an account: the one it came with, else rebuilt from `uid.utid` for
     /// Microsoft (`MSSTS`) accounts, which is what the provider would have sent.
-    public func clientInfo(of account: Account) -> String? {
+    public func clientInfo(of account: AccountEntry) -> String? {
         account.clientInfo ?? derivedClientInfo[account.homeAccountId]
     }
 
     /// The accounts with this identifier (one per environment and tenant).
-    public func accounts(identifier: String) -> [Account] {
+    public func accounts(identifier: String) -> [AccountEntry] {
         (accountsByIdentifier[identifier.lowercased()] ?? []).compactMap { accounts[$0] }.sorted(by: Self.accountOrder)
     }
 
     /// The accounts with this username, compared case-insensitively (UPNs are case-insensitive).
-    public func accounts(username: String) -> [Account] {
+    public func accounts(username: String) -> [AccountEntry] {
         (accountsByUsername[username.lowercased()] ?? []).compactMap { accounts[$0] }.sorted(by: Self.accountOrder)
     }
 
@@ -151,7 +151,7 @@ public struct CacheContents: Sendable {
     }
 
     /// Accounts ordered by username, then identifier, then environment and tenant: a stable listing order.
-    public static func accountOrder(_ lhs: Account, _ rhs: Account) -> Bool {
+    public static func accountOrder(_ lhs: AccountEntry, _ rhs: AccountEntry) -> Bool {
         (lhs.username.lowercased(), lhs.homeAccountId, lhs.environment, lhs.realm)
             < (rhs.username.lowercased(), rhs.homeAccountId, rhs.environment, rhs.realm)
     }

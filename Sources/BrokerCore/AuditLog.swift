@@ -48,7 +48,7 @@ public final class AuditLog: Sendable {
         to caller: Caller,
         clientId: String,
         scopes: [String],
-        account: BrokerProtocol.Account,
+        account: Account,
         source: TokenSource,
         correlationId: String
     ) {

@@ -9,7 +9,7 @@ extension TokenBroker {
             try self.authority(text, field: "params.authority")
         }
         let clientId = params.clientId?.lowercased()
-        let accounts = cache.read { contents -> [BrokerProtocol.Account] in
+        let accounts = cache.read { contents -> [Account] in
             contents.accounts.values.filter { account in
                 if let wanted {
                     guard wanted.environmentAliases.contains(account.environment.lowercased()) else { return false }
@@ -124,7 +124,7 @@ extension TokenBroker {
         _ selector: AccountSelector,
         in contents: borrowing CacheContents
     )
-        -> [BrokerCache.Account]
+        -> [AccountEntry]
     {
         if let identifier = selector.identifier, !identifier.isEmpty {
             let found = contents.accounts(identifier: identifier)
@@ -137,7 +137,7 @@ extension TokenBroker {
     }
 
     /// The account entry to use among several of one person: the requested tenant, else the home tenant.
-    nonisolated static func preferred(_ accounts: [BrokerCache.Account], realm: String?) -> BrokerCache.Account? {
+    nonisolated static func preferred(_ accounts: [AccountEntry], realm: String?) -> AccountEntry? {
         if let realm, let exact = accounts.first(where: { $0.realm.lowercased() == realm.lowercased() }) {
             return exact
         }
@@ -145,7 +145,7 @@ extension TokenBroker {
     }
 
     /// The home tenant of an Entra ID account: the `utid` half of `uid.utid`.
-    nonisolated static func homeTenant(of account: BrokerCache.Account) -> String? {
+    nonisolated static func homeTenant(of account: AccountEntry) -> String? {
         let parts = account.homeAccountId.split(separator: ".")
         return parts.count == 2 ? String(parts[1]) : nil
     }
@@ -153,7 +153,7 @@ extension TokenBroker {
     /// Whether an account has a refresh or id token a client can use: its own, or its family's refresh token
     /// when the app is in the family.
     nonisolated static func account(
-        _ account: BrokerCache.Account,
+        _ account: AccountEntry,
         hasTokensFor clientId: String,
         in contents: borrowing CacheContents
     ) -> Bool {
@@ -171,10 +171,10 @@ extension TokenBroker {
 
     /// The wire form of an account, with the claims of `idToken`, else of one of its id tokens.
     nonisolated static func wireAccount(
-        _ account: BrokerCache.Account,
+        _ account: AccountEntry,
         idToken preferred: (token: IdToken, claims: [String: JSONValue]?)? = nil,
         in contents: borrowing CacheContents
-    ) -> BrokerProtocol.Account {
+    ) -> Account {
         let claims: [String: JSONValue]?
         if let preferred {
             claims = preferred.claims
@@ -187,7 +187,7 @@ extension TokenBroker {
                 contents.claims(of: $0)
             }
         }
-        return BrokerProtocol.Account(
+        return Account(
             identifier: account.homeAccountId,
             username: account.username,
             environment: account.environment,

@@ -5,7 +5,7 @@ import Foundation
 import Logging
 
 /// A validated interactive request.
-struct InteractiveRequest: Sendable {
+struct SignInRequest: Sendable {
     let silent: SilentRequest
     let webviewType: WebviewType
     let browserCommand: [String]
@@ -101,7 +101,7 @@ extension TokenBroker {
         caller: Caller,
         owner: FlowOwner
     ) async throws(BrokerFailure) -> AcquireTokenResult {
-        let request = try InteractiveRequest(params, broker: self)
+        let request = try SignInRequest(params, broker: self)
         if request.maySucceedSilently, let result = await silentFirst(request, caller: caller) { return result }
 
         let flow = InteractiveFlow(correlationId: request.correlationId, owner: owner, webviewType: request.webviewType)
@@ -195,7 +195,7 @@ extension TokenBroker {
     }
 
     /// The silent answer, when there is one.
-    private nonisolated func silentFirst(_ request: InteractiveRequest, caller: Caller) async -> AcquireTokenResult? {
+    private nonisolated func silentFirst(_ request: SignInRequest, caller: Caller) async -> AcquireTokenResult? {
         var parameters = AuthParameters(clientId: request.silent.clientId)
         parameters.authority = request.silent.authority.url.absoluteString
         parameters.requestedScopes = request.silent.scopes.scopes
@@ -215,7 +215,7 @@ extension TokenBroker {
     /// The flow itself, bounded by the request's timeout.
     private nonisolated func run(
         _ flow: InteractiveFlow,
-        _ request: InteractiveRequest
+        _ request: SignInRequest
     ) async throws(BrokerFailure)
         -> TokenResult
     {
@@ -250,7 +250,7 @@ extension TokenBroker {
 
     private nonisolated func signIn(
         _ flow: InteractiveFlow,
-        _ request: InteractiveRequest
+        _ request: SignInRequest
     ) async throws(BrokerFailure)
         -> TokenResult
     {
@@ -268,7 +268,7 @@ extension TokenBroker {
 
     private nonisolated func browserSignIn(
         _ flow: InteractiveFlow,
-        _ request: InteractiveRequest,
+        _ request: SignInRequest,
         metadata: ProviderMetadata
     ) async throws(BrokerFailure) -> TokenResult {
         let correlationId = request.correlationId
@@ -357,7 +357,7 @@ extension TokenBroker {
 
     private nonisolated func embeddedSignIn(
         _ flow: InteractiveFlow,
-        _ request: InteractiveRequest,
+        _ request: SignInRequest,
         metadata: ProviderMetadata
     ) async throws(BrokerFailure) -> TokenResult {
         let correlationId = request.correlationId
@@ -375,7 +375,7 @@ extension TokenBroker {
 
     private nonisolated func deviceCodeSignIn(
         _ flow: InteractiveFlow,
-        _ request: InteractiveRequest,
+        _ request: SignInRequest,
         metadata: ProviderMetadata
     ) async throws(BrokerFailure) -> TokenResult {
         let correlationId = request.correlationId
@@ -418,7 +418,7 @@ extension TokenBroker {
     }
 
     private nonisolated func makeGrant(
-        _ request: InteractiveRequest,
+        _ request: SignInRequest,
         redirectURI: String,
         metadata: ProviderMetadata
     ) throws(BrokerFailure) -> AuthorizationCodeGrant {
@@ -436,7 +436,7 @@ extension TokenBroker {
     private nonisolated func code(
         from redirect: Secret,
         grant: AuthorizationCodeGrant,
-        request: InteractiveRequest
+        request: SignInRequest
     ) throws(BrokerFailure) -> Secret {
         do throws(RedirectOutcomeError) {
             return try grant.code(from: redirect.reveal())
@@ -452,7 +452,7 @@ extension TokenBroker {
     private nonisolated func redeem(
         _ code: Secret,
         grant: AuthorizationCodeGrant,
-        request: InteractiveRequest,
+        request: SignInRequest,
         metadata: ProviderMetadata
     ) async throws(BrokerFailure) -> TokenResult {
         let correlationId = request.correlationId
@@ -468,7 +468,7 @@ extension TokenBroker {
     /// Checks the id_token (with the nonce sent, for the code flow) and stores the tokens of a sign-in.
     private nonisolated func store(
         _ response: TokenResponse,
-        request: InteractiveRequest,
+        request: SignInRequest,
         metadata: ProviderMetadata,
         nonce: String?
     ) async throws(BrokerFailure) -> TokenResult {

@@ -165,7 +165,7 @@ extension TokenBroker {
     /// The refresh tokens to try, in order.
     nonisolated static func refreshCandidates(
         for clientId: String,
-        account: BrokerCache.Account,
+        account: AccountEntry,
         environments: Set<String>,
         in contents: borrowing CacheContents
     ) -> [RefreshToken] {
@@ -310,7 +310,7 @@ extension TokenBroker {
     }
 
     /// The account as messages name it.
-    nonisolated static func displayName(_ account: BrokerCache.Account) -> String {
+    nonisolated static func displayName(_ account: AccountEntry) -> String {
         account.username.isEmpty ? account.homeAccountId : account.username
     }
 }

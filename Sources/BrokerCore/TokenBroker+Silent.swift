@@ -170,7 +170,7 @@ struct SilentRequest: Sendable {
         )
     }
 
-    private func resolveAccount(in contents: borrowing CacheContents) throws(BrokerFailure) -> BrokerCache.Account {
+    private func resolveAccount(in contents: borrowing CacheContents) throws(BrokerFailure) -> AccountEntry {
         let environments = authority.environmentAliases
         if let account {
             let candidates = TokenBroker.lookUp(account, in: contents).filter {
@@ -205,10 +205,10 @@ struct SilentRequest: Sendable {
 /// What the cache holds for a request.
 struct CacheLookup: Sendable {
     /// The account entry the request resolved to.
-    let cacheAccount: BrokerCache.Account
+    let cacheAccount: AccountEntry
     /// The tenant the request's tokens live in.
     let realm: String
-    let account: BrokerProtocol.Account
+    let account: Account
     let accessToken: AccessToken?
     let grantedScopes: [String]
     let freshness: Freshness?

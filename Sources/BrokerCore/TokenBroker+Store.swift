@@ -9,7 +9,7 @@ struct IssueContext: Sendable {
     let clientId: String
     let authority: Authority
     let requestedScopes: ScopeSet
-    let account: BrokerCache.Account?
+    let account: AccountEntry?
 }
 
 /// The cache entries a token response becomes, written in one commit: the access token (replacing those of
@@ -17,7 +17,7 @@ struct IssueContext: Sendable {
 /// token never lingers), the id token, the account and the app's metadata (with its family, as MSAL writes it).
 struct IssuedTokens {
     let changes: CacheChanges
-    let account: BrokerCache.Account
+    let account: AccountEntry
     let accessToken: AccessToken
     let idToken: IdToken?
 
@@ -67,9 +67,9 @@ struct IssuedTokens {
         var deletions: [EntryID] = []
 
         // The account: refreshed from the id_token when one came, else kept as it is.
-        let accountEntry: BrokerCache.Account
+        let accountEntry: AccountEntry
         let previous = contents.accounts[
-            BrokerCache.Account(
+            AccountEntry(
                 homeAccountId: homeAccountId,
                 environment: environment,
                 realm: realm,
@@ -80,7 +80,7 @@ struct IssuedTokens {
         if let claims {
             var account =
                 previous
-                ?? BrokerCache.Account(
+                ?? AccountEntry(
                     homeAccountId: homeAccountId,
                     environment: environment,
                     realm: realm,
@@ -104,7 +104,7 @@ struct IssuedTokens {
         } else {
             var account =
                 existing
-                ?? BrokerCache.Account(
+                ?? AccountEntry(
                     homeAccountId: homeAccountId,
                     environment: environment,
                     realm: realm,

@@ -133,11 +133,12 @@ struct Dispatcher: Sendable {
     /// A notification as one line of JSON.
     static func encode(_ notification: ServerNotification) -> ByteBuffer {
         switch notification {
-        case .webAuthDidStartLoad(let params): encode(Notification(method: .webAuthDidStartLoad, params: params))
-        case .webAuthDidFinishLoad(let params): encode(Notification(method: .webAuthDidFinishLoad, params: params))
-        case .webAuthDidFail(let params): encode(Notification(method: .webAuthDidFail, params: params))
-        case .webAuthDidComplete(let params): encode(Notification(method: .webAuthDidComplete, params: params))
-        case .deviceCodePrompt(let params): encode(Notification(method: .deviceCodePrompt, params: params))
+        case .webAuthDidStartLoad(let params): encode(NotificationMessage(method: .webAuthDidStartLoad, params: params))
+        case .webAuthDidFinishLoad(let params):
+            encode(NotificationMessage(method: .webAuthDidFinishLoad, params: params))
+        case .webAuthDidFail(let params): encode(NotificationMessage(method: .webAuthDidFail, params: params))
+        case .webAuthDidComplete(let params): encode(NotificationMessage(method: .webAuthDidComplete, params: params))
+        case .deviceCodePrompt(let params): encode(NotificationMessage(method: .deviceCodePrompt, params: params))
         case .unknown: ByteBuffer()
         }
     }

@@ -202,7 +202,7 @@ private struct LegacyEntry {
 /// What reading has collected so far: one account per user, the newest refresh token per app and user.
 private struct Reading {
     var skipped: [SkippedEntry] = []
-    private var accounts: [EntryID: Account] = [:]
+    private var accounts: [EntryID: AccountEntry] = [:]
     private var accessTokens: [EntryID: (token: AccessToken, label: String)] = [:]
     private var refreshTokens: [EntryID: RefreshToken] = [:]
     private var order: [EntryID] = []
@@ -228,7 +228,7 @@ private struct Reading {
         }
         // An account comes with its tokens, never alone: an entry whose only token has expired adds nothing.
         guard took else { return }
-        let account = Account(
+        let account = AccountEntry(
             homeAccountId: entry.homeAccountId,
             environment: entry.environment,
             realm: entry.tenantId,
@@ -317,7 +317,7 @@ private struct AccountKey: Hashable {
     let environment: String
     let realm: String
 
-    init(_ account: Account) {
+    init(_ account: AccountEntry) {
         homeAccountId = account.homeAccountId.lowercased()
         environment = account.environment.lowercased()
         realm = account.realm.lowercased()
@@ -334,7 +334,7 @@ private struct AccountKey: Hashable {
     }
 }
 
-extension Account {
+extension AccountEntry {
     /// The tenant of `uid.utid`: where the account lives, as opposed to a tenant it is a guest of.
     fileprivate var homeRealm: String {
         homeAccountId.split(separator: ".").last.map(String.init) ?? realm
@@ -366,7 +366,12 @@ private struct Writing {
         )
     }
 
-    mutating func add(accessToken token: AccessToken, resource: String, refreshToken: RefreshToken?, account: Account) {
+    mutating func add(
+        accessToken token: AccessToken,
+        resource: String,
+        refreshToken: RefreshToken?,
+        account: AccountEntry
+    ) {
         let authority = "https://\(token.environment)/\(token.realm)"
         let key = [authority, resource, token.clientId, account.username].map { $0.lowercased() }.joined(
             separator: "\n"
@@ -390,7 +395,7 @@ private struct Writing {
         entries[key] = fields
     }
 
-    mutating func add(refreshToken: RefreshToken, clientId: String, account: Account) {
+    mutating func add(refreshToken: RefreshToken, clientId: String, account: AccountEntry) {
         let pair = [clientId.lowercased(), account.homeAccountId.lowercased(), account.environment]
         guard !carried.contains(pair) else { return }
         carried.insert(pair)
@@ -408,7 +413,8 @@ private struct Writing {
         entries[[authority, "", clientId, account.username].map { $0.lowercased() }.joined(separator: "\n")] = fields
     }
 
-    private mutating func identity(of account: Account, clientId: String, authority: String) -> [String: JSONValue] {
+    private mutating func identity(of account: AccountEntry, clientId: String, authority: String) -> [String: JSONValue]
+    {
         accountIds.insert(account.id)
         var fields: [String: JSONValue] = [
             "_authority": .string(authority),

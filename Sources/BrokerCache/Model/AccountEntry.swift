@@ -2,7 +2,7 @@ public import BrokerProtocol
 import Foundation
 
 /// An account entry: one per account, environment and tenant.
-public struct Account: Sendable, Hashable {
+public struct AccountEntry: Sendable, Hashable {
     /// `uid.utid` from `client_info`, else the id token's `sub`: MSAL's `identifier`, ADAL's `homeAccountId`.
     public var homeAccountId: String
     /// The authority host.

@@ -5,7 +5,7 @@ public enum CacheEntry: Sendable, Hashable {
     case accessToken(AccessToken)
     case refreshToken(RefreshToken)
     case idToken(IdToken)
-    case account(Account)
+    case account(AccountEntry)
     case appMetadata(AppMetadata)
     /// An entry of a section this version does not know, kept as it came.
     case other(EntryID, JSONValue)
@@ -23,7 +23,7 @@ public enum CacheEntry: Sendable, Hashable {
         case .accessToken: self = .accessToken(try AccessToken(fields: fields))
         case .refreshToken: self = .refreshToken(try RefreshToken(fields: fields))
         case .idToken: self = .idToken(try IdToken(fields: fields))
-        case .account: self = .account(try Account(fields: fields))
+        case .account: self = .account(try AccountEntry(fields: fields))
         case .appMetadata: self = .appMetadata(try AppMetadata(fields: fields))
         case .other: self = .other(EntryID(section: section, key: key), value)
         }

@@ -64,7 +64,7 @@ public struct ErrorResponse: Codable, Sendable {
 }
 
 /// A JSON-RPC notification the broker sends (no `id`).
-public struct Notification<Params: Encodable & Sendable>: Encodable, Sendable {
+public struct NotificationMessage<Params: Encodable & Sendable>: Encodable, Sendable {
     /// Always `2.0`.
     public let jsonrpc = "2.0"
     /// The notification's name.
