@@ -162,7 +162,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["BrokerClient", "BrokerProtocol", "BrokerCache", "BrokerTestSupport", grdb],
+            dependencies: ["BrokerClient", "BrokerProtocol", "BrokerCache", "BrokerOAuth", "BrokerTestSupport", grdb],
             swiftSettings: swiftSettings
         ),
     ]

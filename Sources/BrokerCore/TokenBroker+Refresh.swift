@@ -19,7 +19,7 @@ struct RefreshKey: Hashable, Sendable {
         homeAccountId = lookup.cacheAccount.homeAccountId.lowercased()
         environment = request.authority.environment
         realm = lookup.realm.lowercased()
-        scopes = request.scopes.normalized
+        scopes = request.scopes.matched
         claims = request.claims
         forceRefresh = request.forceRefresh
     }

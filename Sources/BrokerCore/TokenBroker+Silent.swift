@@ -106,11 +106,18 @@ struct SilentRequest: Sendable {
         guard !self.scopes.scopes.isEmpty else {
             throw BrokerFailure.invalidParams("params.authParameters.requestedScopes", "give scopes or a resource")
         }
-        guard !self.scopes.isEmpty else {
-            // openid, profile and offline_access are added to every request; alone they name no token.
+        if authority.isEntra, self.scopes.isEmpty {
+            // MSAL's rule: Entra ID adds openid, profile and offline_access to every request; alone they name no
+            // access token there. Another OpenID Connect provider issues one for them (its userinfo token).
             throw BrokerFailure.invalidParams(
                 "params.authParameters.requestedScopes",
-                "ask for at least one scope besides openid, profile and offline_access"
+                "ask Entra ID for at least one scope besides openid, profile and offline_access"
+            )
+        }
+        guard !self.scopes.matched.isEmpty else {
+            throw BrokerFailure.invalidParams(
+                "params.authParameters.requestedScopes",
+                "offline_access alone names no token; ask for openid (or another scope) too"
             )
         }
         account = parameters.accountSelector

@@ -139,7 +139,7 @@ struct IssuedTokens {
             clientId: context.clientId,
             realm: realm,
             environments: authority.environmentAliases
-        ) where !scopes.normalized.isDisjoint(with: granted.normalized) && old.id != accessToken.id {
+        ) where scopes.overlaps(granted) && old.id != accessToken.id {
             deletions.append(old.id)
         }
         upserts.append(.accessToken(accessToken))

@@ -19,9 +19,30 @@ struct ScopeSetTests {
         ),
         ("https://management.core.windows.net//.default", "https://management.core.windows.net//.default", true),
         ("https://graph.microsoft.com/.default", "", false),
+        // OpenID Connect scopes alone (a generic provider's userinfo token) match on themselves, offline_access aside.
+        ("openid", "openid profile", true),
+        ("openid profile offline_access", "openid profile", true),
+        ("openid email", "openid profile", false),
+        ("openid", "User.Read", false),
+        ("openid", "", false),
+        ("offline_access", "openid profile offline_access", false),
     ])
     func matchesLikeMSAL(requested: String, stored: String, matches: Bool) {
         #expect(ScopeSet(target: requested).isSatisfied(by: ScopeSet(target: stored)) == matches)
+    }
+
+    /// A new token replaces the older ones it overlaps; tokens for OpenID Connect scopes alone overlap only each
+    /// other, never a token for an API.
+    @Test(arguments: [
+        ("User.Read", "User.Read Mail.Read openid", true),
+        ("User.Read", "Mail.Read", false),
+        ("openid profile", "openid", true),
+        ("openid", "openid User.Read", false),
+        ("openid profile", "email", false),
+    ])
+    func overlapsLikeMSAL(one: String, other: String, overlap: Bool) {
+        #expect(ScopeSet(target: one).overlaps(ScopeSet(target: other)) == overlap)
+        #expect(ScopeSet(target: other).overlaps(ScopeSet(target: one)) == overlap)
     }
 
     /// The stored target is sorted and space-joined, as MSAL writes it; duplicates differing in case collapse.

@@ -87,6 +87,7 @@ struct SilentAcquisitionTests {
             "app", ["openid profile", "offline_access"], CacheFixtures.authority,
             "params.authParameters.requestedScopes"
         ),
+        ("app", ["offline_access"], "https://idp.example.com/realms/dev", "params.authParameters.requestedScopes"),
         ("app", ["s"], "http://login.example.com/tenant", "params.authParameters.authority"),
         ("app", ["s"], "not a url", "params.authParameters.authority"),
         ("app", ["s"], "https://login.microsoftonline.com/", "params.authParameters.authority"),

@@ -1,4 +1,5 @@
 import BrokerClient
+import BrokerOAuth
 import BrokerProtocol
 import BrokerTestSupport
 import Foundation
@@ -268,5 +269,59 @@ func json(_ result: CommandResult) -> [String: JSONValue]? {
         #expect(json(refreshed)?["accessToken"] != json(cached)?["accessToken"])
         #expect(try await daemon.stop() == 0)
         await provider.process.stop()
+    }
+
+    /// What oidc-agent users ask for: a generic provider's access token for OpenID Connect scopes alone.
+    ///
+    /// Sign-in with `openid profile`; then `token --scope openid` is served from the cache, refreshed when it is stale (it must
+    /// outlive the provider's lifetime), and each token is one the provider's userinfo endpoint takes.
+    @Test func openIDScopesAloneWorkWithAGenericProvider() async throws {
+        let provider = try await MockOIDCProvider.start(in: directory)
+        let daemon = try await DaemonProcess.start(in: directory)
+        let app = ["--client-id", "oidc-agent-like", "--authority", provider.authority]
+        let login = try await tokenbroker(
+            daemon,
+            ["login"] + app + [
+                "--scope", "openid", "--scope", "profile", "--webview", "custom", "--browser-command",
+                try MockOIDCProvider.browser(signingIn: "hopper", in: directory), "--json",
+            ]
+        )
+        #expect(login.status == 0, "\(login.stderr)\n\(daemon.log)")
+        let signedIn = try #require(json(login)?["accessToken"]?.stringValue)
+        #expect(try await userinfo(provider, signedIn)?["sub"] == .string("hopper"))
+
+        let cached = try await tokenbroker(daemon, ["token"] + app + ["--scope", "openid", "--json"])
+        #expect(cached.status == 0, "\(cached.stderr)")
+        #expect(json(cached)?["tokenSource"] == .string("cache"))
+        #expect(json(cached)?["accessToken"]?.stringValue == signedIn)
+
+        let stale = try await tokenbroker(
+            daemon,
+            ["token"] + app + ["--scope", "openid", "--min-validity", "7200", "--json"]
+        )
+        #expect(stale.status == 0, "\(stale.stderr)\n\(daemon.log)")
+        #expect(json(stale)?["tokenSource"] == .string("identityProvider"))
+        let refreshed = try #require(json(stale)?["accessToken"]?.stringValue)
+        #expect(refreshed != signedIn)
+        #expect(try await userinfo(provider, refreshed)?["sub"] == .string("hopper"))
+
+        // The refreshed token replaced the first in the cache, and a scope the sign-in did not grant is not served.
+        let again = try await tokenbroker(daemon, ["token"] + app + ["--scope", "openid profile", "--json"])
+        #expect(json(again)?["accessToken"]?.stringValue == refreshed, "\(again.stderr)")
+        let email = try await tokenbroker(daemon, ["token"] + app + ["--scope", "openid email"])
+        #expect(email.status == 2, "\(email.stdout)\(email.stderr)")  // sign-in required
+        #expect(try await daemon.stop() == 0)
+        await provider.process.stop()
+    }
+
+    /// The provider's userinfo answer for an access token (nil unless 200).
+    private func userinfo(_ provider: MockOIDCProvider, _ token: String) async throws -> [String: JSONValue]? {
+        let url = try #require(URL(string: "\(provider.authority)/userinfo"))
+        let response = try await AsyncHTTPTransport.shared.send(
+            HTTPRequest(method: .get, url: url, headers: [("Authorization", "Bearer \(token)")]),
+            timeout: .seconds(10)
+        )
+        guard response.status == 200 else { return nil }
+        return try JSONValue.parse(response.body).objectValue
     }
 }

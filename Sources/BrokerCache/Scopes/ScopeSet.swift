@@ -1,5 +1,9 @@
 /// A set of OAuth scopes compared the way MSAL compares them: case-insensitively, ignoring the OpenID
 /// Connect scopes `openid profile offline_access` that every request carries.
+///
+/// A set of OpenID Connect scopes alone (`openid profile`), which generic providers issue a real access token for
+/// (the one their userinfo endpoint takes), is compared on those scopes instead, `offline_access` aside: it asks
+/// for a refresh token, never for something an access token carries.
 public struct ScopeSet: Sendable, Hashable, CustomStringConvertible {
     /// The scopes every request adds; they never decide whether a token matches.
     public static let reserved: Set<String> = Set(reservedInRequestOrder)
@@ -10,6 +14,11 @@ public struct ScopeSet: Sendable, Hashable, CustomStringConvertible {
     public let scopes: [String]
     /// The lowercased scopes without the reserved ones: what matching compares.
     public let normalized: Set<String>
+    /// What matching compares: ``normalized``, or for a set of OpenID Connect scopes alone, those scopes
+    /// (lowercased, without `offline_access`).
+    public let matched: Set<String>
+    /// Every scope, lowercased.
+    private let lowercased: Set<String>
 
     /// Creates a set from scopes.
     public init(_ scopes: some Sequence<String>) {
@@ -19,7 +28,9 @@ public struct ScopeSet: Sendable, Hashable, CustomStringConvertible {
             if seen.insert(scope.lowercased()).inserted { kept.append(scope) }
         }
         self.scopes = kept
+        self.lowercased = seen
         self.normalized = seen.subtracting(Self.reserved)
+        self.matched = normalized.isEmpty ? seen.subtracting(["offline_access"]) : normalized
     }
 
     /// Creates a set from a space-separated `target` (or `scope`) string.
@@ -29,8 +40,10 @@ public struct ScopeSet: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether a token holding `stored` satisfies a request for these scopes.
     ///
-    /// A request for `<resource>/.default` is satisfied by any token whose scopes all belong to that resource.
+    /// A request for `<resource>/.default` is satisfied by any token whose scopes all belong to that resource; a
+    /// request for OpenID Connect scopes alone by a token that carries them.
     public func isSatisfied(by stored: ScopeSet) -> Bool {
+        if normalized.isEmpty { return !matched.isEmpty && matched.isSubset(of: stored.lowercased) }
         if normalized.isSubset(of: stored.normalized) { return true }
         let wanted = normalized.subtracting(stored.normalized)
         return wanted.allSatisfy { scope in
@@ -52,6 +65,15 @@ public struct ScopeSet: Sendable, Hashable, CustomStringConvertible {
     /// Whether the set asks for nothing beyond the reserved scopes.
     public var isEmpty: Bool {
         normalized.isEmpty
+    }
+
+    /// Whether a token for these scopes and one for `other` hold some of the same.
+    ///
+    /// A new token replaces the older ones it overlaps (MSAL does the same). Tokens for OpenID Connect scopes alone
+    /// overlap only each other.
+    public func overlaps(_ other: ScopeSet) -> Bool {
+        guard normalized.isEmpty == other.normalized.isEmpty else { return false }
+        return !matched.isDisjoint(with: other.matched)
     }
 
     /// The scope an ADAL v1 `resource` stands for: `<resource>/.default`, always with the slash, as MSAL and
