@@ -26,6 +26,7 @@ public struct BrokerError: Error, Sendable, Hashable, CustomStringConvertible, C
             case timeout = "timeout"
             case brokerUnavailable = "broker_unavailable"
             case connectionLost = "connection_lost"
+            case brokerStopping = "broker_stopping"
             case `internal` = "internal"
         }
 
@@ -63,6 +64,8 @@ public struct BrokerError: Error, Sendable, Hashable, CustomStringConvertible, C
         public static let brokerUnavailable = Code(.brokerUnavailable)
         /// The connection to the broker broke mid-request; reconnect and retry.
         public static let connectionLost = Code(.connectionLost)
+        /// The broker stopped before the request finished (a shutdown or restart); retry, on a new connection.
+        public static let brokerStopping = Code(.brokerStopping)
         /// Something unexpected, in the broker or this library; retry once, then report it.
         public static let `internal` = Code(.internal)
 
@@ -81,6 +84,7 @@ public struct BrokerError: Error, Sendable, Hashable, CustomStringConvertible, C
             case .unsupportedProtocolVersion: self = .unsupportedProtocolVersion
             case .invalidCache: self = .invalidCache
             case .timeout: self = .timeout
+            case .brokerStopping: self = .brokerStopping
             default: self = .internal
             }
         }

@@ -17,6 +17,14 @@ public struct FlowOwner: Sendable {
     }
 }
 
+/// Why an interactive sign-in was stopped before it finished.
+public enum FlowCancellation: Sendable, Hashable {
+    /// The app canceled it (`cancelInteractiveFlow`), or its connection closed: answered `user_canceled`.
+    case byClient
+    /// The broker is stopping: answered `broker_stopping`, so the app retries rather than think the user said no.
+    case brokerStopping
+}
+
 /// One running interactive sign-in, as `completeInteractiveFlow` and `cancelInteractiveFlow` find it.
 final class InteractiveFlow: Sendable {
     let correlationId: String
@@ -30,7 +38,7 @@ final class InteractiveFlow: Sendable {
     private struct State {
         var grant: AuthorizationCodeGrant?
         var completed = false
-        var canceled = false
+        var canceled: FlowCancellation?
         var cancel: (@Sendable () -> Void)?
         var notified = false
     }
@@ -76,17 +84,17 @@ final class InteractiveFlow: Sendable {
     func onCancel(_ cancel: @escaping @Sendable () -> Void) {
         let canceledAlready = state.withLock { state -> Bool in
             state.cancel = cancel
-            return state.canceled
+            return state.canceled != nil
         }
         if canceledAlready { cancel() }
     }
 
     /// Stops the flow; false when it had already finished.
     @discardableResult
-    func cancel() -> Bool {
+    func cancel(_ reason: FlowCancellation = .byClient) -> Bool {
         let cancel = state.withLock { state -> (@Sendable () -> Void)?? in
-            guard !state.completed, !state.canceled else { return nil }
-            state.canceled = true
+            guard !state.completed, state.canceled == nil else { return nil }
+            state.canceled = reason
             return .some(state.cancel)
         }
         guard let cancel else { return false }
@@ -95,8 +103,8 @@ final class InteractiveFlow: Sendable {
         return true
     }
 
-    /// Whether `cancel()` was called.
-    var isCanceled: Bool {
+    /// Why `cancel()` was called, if it was.
+    var cancellation: FlowCancellation? {
         state.withLock { $0.canceled }
     }
 
@@ -107,7 +115,7 @@ final class InteractiveFlow: Sendable {
     ///   keeps waiting.
     func complete(with responseUrl: Secret) throws(BrokerFailure) -> Bool {
         try state.withLock { state throws(BrokerFailure) -> Bool in
-            guard webviewType == .embedded, let grant = state.grant, !state.completed, !state.canceled else {
+            guard webviewType == .embedded, let grant = state.grant, !state.completed, state.canceled == nil else {
                 return false
             }
             do throws(RedirectOutcomeError) {

@@ -138,8 +138,16 @@ extension TokenBroker {
             logger.info("interactive sign-in completed", metadata: ["correlation_id": "\(request.correlationId)"])
             return AcquireTokenResult(brokerTokenResponse: result)
         case .failure(var failure):
-            if flow.isCanceled, failure.code != .timeout {
+            switch flow.cancellation {
+            case .byClient? where failure.code != .timeout:
                 failure = BrokerFailure(.userCanceled, "the sign-in was canceled", underlying: failure)
+            case .brokerStopping? where failure.code != .timeout:
+                failure = BrokerFailure(
+                    .brokerStopping,
+                    "the broker stopped before the sign-in finished; start it again",
+                    underlying: failure
+                )
+            default: break
             }
             logger.info(
                 "interactive sign-in failed",
@@ -169,9 +177,10 @@ extension TokenBroker {
         return FlowControlResult(accepted: flow.cancel())
     }
 
-    /// Cancels the sign-ins a connection started: it closed, and nobody is left to finish them.
-    public func cancelFlows(ownedBy connection: UInt64) {
-        for flow in flows.values where flow.owner.connection == connection { flow.cancel() }
+    /// Cancels the sign-ins a connection started: it closed, and nobody is left to finish them, or the broker is
+    /// stopping (`reason`).
+    public func cancelFlows(ownedBy connection: UInt64, because reason: FlowCancellation) {
+        for flow in flows.values where flow.owner.connection == connection { flow.cancel(reason) }
     }
 
     /// Interactive sign-ins running now.

@@ -13,7 +13,7 @@ public import Logging
 /// served in parallel; the actor serializes what must not run twice at once.
 public actor TokenBroker {
     /// The broker's release version.
-    public static let version = "0.3.0"
+    public static let version = "0.4.0"
 
     nonisolated let cache: TokenCache
     nonisolated let configuration: BrokerConfiguration
@@ -57,7 +57,10 @@ public actor TokenBroker {
     public nonisolated func version(_ params: GetVersionParams) throws(BrokerFailure) -> VersionResult {
         if let requested = params.protocolVersion {
             guard let major = WireProtocol.major(of: requested) else {
-                throw BrokerFailure.invalidParams("params.protocolVersion", "expected major.minor, such as 1.0")
+                throw BrokerFailure.invalidParams(
+                    "params.protocolVersion",
+                    "expected major.minor in decimal without leading zeros, such as 1.0"
+                )
             }
             guard major == WireProtocol.majorVersion else {
                 throw BrokerFailure(

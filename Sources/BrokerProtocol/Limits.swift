@@ -1,7 +1,7 @@
 /// The protocol's version and fixed limits.
 public enum WireProtocol {
     /// The protocol version this library speaks: a major (breaking) and a minor (additive) number.
-    public static let version = "1.0"
+    public static let version = "1.1"
 
     /// The major part of ``version``; a broker serves only clients of the same major.
     public static let majorVersion = 1
@@ -14,9 +14,17 @@ public enum WireProtocol {
     /// The largest message a client must be ready to read: exports can be larger than requests.
     public static let maximumResponseBytes = 64 << 20
 
-    /// Parses the major part of a version string such as `1.2`; nil for anything else.
+    /// Parses the major part of a version string `major.minor` (such as `1.2`: decimal numbers without leading
+    /// zeros, as the schema's pattern says); nil for anything else (`1`, `01.0`, `1.0.0`, `1.x`).
     public static func major(of version: String) -> Int? {
-        guard let first = version.split(separator: ".", omittingEmptySubsequences: false).first else { return nil }
-        return Int(first)
+        let parts = version.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts.allSatisfy(isDecimal) else { return nil }
+        return Int(parts[0])
+    }
+
+    private static func isDecimal(_ text: Substring) -> Bool {
+        guard let first = text.utf8.first, text.utf8.count <= 9 else { return false }
+        guard text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return false }
+        return first != UInt8(ascii: "0") || text.utf8.count == 1
     }
 }

@@ -39,3 +39,20 @@ public enum NotificationName: String, Sendable, Hashable, Codable, CaseIterable 
     /// Show the user this device code.
     case deviceCodePrompt = "deviceCode/prompt"
 }
+
+extension RawRepresentable where Self: CaseIterable, RawValue == String {
+    /// The value of a closed enumeration named on the wire; an unknown name is a `dataCorrupted` error that lists
+    /// the names allowed and never repeats the one sent.
+    static func decodeWireName(from decoder: any Decoder) throws -> Self {
+        let name = try decoder.singleValueContainer().decode(String.self)
+        guard let value = Self(rawValue: name) else {
+            throw DecodingError.dataCorrupted(
+                DecodingError.Context(
+                    codingPath: decoder.codingPath,
+                    debugDescription: "expected one of " + allCases.map(\.rawValue).joined(separator: ", ")
+                )
+            )
+        }
+        return value
+    }
+}

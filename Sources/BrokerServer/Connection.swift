@@ -66,7 +66,12 @@ struct Connection: Sendable {
                 switch event {
                 case .request(let request):
                     guard inFlight.value < limit else {
-                        let busy = ErrorObject(.brokerBusy, "too many requests in flight on this connection")
+                        let busy = ErrorObject(
+                            .brokerBusy,
+                            "\(limit) requests are already in flight on this connection, the most it takes; retry "
+                                + "when one is answered",
+                            details: .init(retryAfterSeconds: 1)
+                        )
                         if let response = dispatcher.reject(request, with: busy) {
                             try await channel.writeAndFlush(response)
                         }
@@ -101,8 +106,12 @@ struct Connection: Sendable {
                     break reading
                 }
             }
-            // Nobody is left to see a sign-in this connection started: stop it (the others finish their answers).
-            await dispatcher.broker.cancelFlows(ownedBy: serial)
+            // Nobody is left to see a sign-in this connection started, or the broker is stopping: stop it (the
+            // others finish their answers), saying which, so that an app retries a sign-in the shutdown cut short.
+            await dispatcher.broker.cancelFlows(
+                ownedBy: serial,
+                because: Task.isShuttingDownGracefully ? .brokerStopping : .byClient
+            )
         }
     }
 }

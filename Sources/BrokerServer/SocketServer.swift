@@ -114,7 +114,11 @@ public final class SocketServer: Service {
         guard open <= configuration.maximumConnections else {
             metrics.refusedConnections.add(1, ordering: .relaxed)
             logger.warning("connection refused: too many connections", metadata: ["peer_pid": "\(peer.pid)"])
-            return ErrorObject(.brokerBusy, "too many connections; retry shortly")
+            return ErrorObject(
+                .brokerBusy,
+                "the broker serves at most \(configuration.maximumConnections) connections at once; retry shortly",
+                details: .init(retryAfterSeconds: 1)
+            )
         }
         return nil
     }

@@ -33,10 +33,11 @@ struct CLI: AsyncParsableCommand {
               70  internal error in the broker or this tool
               73  the --output file cannot be created (it must not exist yet)
               74  the --output file cannot be written
-              75  temporary failure (busy, throttled, identity provider unavailable, timeout): retry later
+              75  temporary failure (busy, throttled, identity provider unavailable, timeout, the
+                  broker stopping): retry later
               77  permission denied
             """,
-        version: "0.3.0",
+        version: "0.4.0",
         subcommands: [
             Status.self, Accounts.self, AccountCommand.self, Token.self, Login.self, Import.self, Export.self,
             RemoveAccount.self,
@@ -87,7 +88,7 @@ struct Failure: Error, CustomStringConvertible {
         case .invalidCache: ExitCode(65)
         case .brokerUnavailable, .connectionLost: ExitCode(69)
         case .internal, .unsupportedProtocolVersion: ExitCode(70)
-        case .brokerBusy, .throttled, .serverError, .timeout: ExitCode(75)
+        case .brokerBusy, .throttled, .serverError, .timeout, .brokerStopping: ExitCode(75)
         case .permissionDenied: ExitCode(77)
         default: ExitCode(1)
         }

@@ -48,6 +48,25 @@ struct ModelTests {
         #expect(written.objectValue?["SomethingNew"] == .object(["k": .object(["v": .integer(1)])]))
     }
 
+    /// Times are decimal epoch seconds; other spellings a lenient number parser would take are unreadable, not
+    /// "expired".
+    @Test(arguments: [
+        ("1700000000", 1_700_000_000 as Int64?), ("1700000000.75", 1_700_000_000), ("-5", -5), ("0x10", nil),
+        ("1e9", nil), ("inf", nil), ("nan", nil), ("+5", nil), ("1700000000.", nil), (".5", nil), ("", nil),
+    ])
+    func readsTimesAsDecimalSeconds(text: String, seconds: Int64?) {
+        let fields: [String: JSONValue] = [
+            "secret": .string("x"), "home_account_id": .string("h"), "environment": .string("e"),
+            "client_id": .string("c"), "expires_on": .string(text),
+        ]
+        let read = try? AccessToken(fields: fields)
+        if let seconds {
+            #expect(read?.expiresOn == seconds, "\(text)")
+        } else if !text.isEmpty {
+            #expect(read == nil, "\(text)")
+        }
+    }
+
     /// Documents that are not JSON, or not objects of sections, are refused as a whole.
     @Test(arguments: ["", "[]", "{\"AccessToken\": {}, \"AccessToken\": {}}", "{\"a\": 1", "\"text\""])
     func refusesDocumentsThatAreNotCaches(text: String) {

@@ -59,7 +59,18 @@ struct AccountsTests {
         await expectFailure(.unsupportedProtocolVersion) {
             _ = try fixture.broker.version(GetVersionParams(protocolVersion: "2.0"))
         }
-        await expectFailure(.invalidParams) { _ = try fixture.broker.version(GetVersionParams(protocolVersion: "x")) }
+        // major.minor, decimal without leading zeros, as the schema's pattern says (Protocol/ §9.1).
+        for malformed in ["x", "1", "01.0", "1.0.0", "1.x", "", "+1.0", "1.01", "1234567890.0"] {
+            await expectFailure(.invalidParams) {
+                _ = try fixture.broker.version(GetVersionParams(protocolVersion: malformed))
+            }
+        }
+        for served in ["1.0", "1.9", "1.123"] {
+            #expect(
+                try fixture.broker.version(GetVersionParams(protocolVersion: served)).protocolVersion
+                    == WireProtocol.version
+            )
+        }
     }
 
     /// getAccount: by identifier when given, by username otherwise or when the identifier is unknown.

@@ -231,3 +231,64 @@ import Testing
         }
     }
 }
+
+/// The authorization URLs in `Protocol/examples/` are the ones the broker sends: the same parameters, in the same
+/// order, with the same values (but for `state`, `nonce` and the PKCE challenge, fresh in every grant).
+struct ExampleAuthorizationURLTests {
+    static let examples = URL(filePath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appending(path: "Protocol/examples")
+
+    /// Every `webAuth/didStartLoad` URL of the examples.
+    static var urls: [String] {
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: examples.path)) ?? []
+        return files.filter { $0.hasSuffix(".json") }.sorted().flatMap { file -> [String] in
+            guard let data = try? Data(contentsOf: examples.appending(path: file)),
+                let transcript = try? JSONValue.parse(Array(data)).objectValue,
+                case .array(let messages)? = transcript["messages"]
+            else { return [] }
+            return messages.compactMap { entry in
+                let message = entry.objectValue?["message"]?.objectValue
+                guard message?["method"]?.stringValue == "webAuth/didStartLoad" else { return nil }
+                return message?["params"]?.objectValue?["url"]?.stringValue
+            }
+        }
+    }
+
+    @Test func theExamplesShowAuthorizationURLs() {
+        #expect(Self.urls.count >= 3)
+    }
+
+    @Test(arguments: urls)
+    func exampleURLIsWhatTheGrantBuilds(_ example: String) throws {
+        let components = try #require(URLComponents(string: example))
+        let items = components.queryItems ?? []
+        let value = { (name: String) in items.first { $0.name == name }?.value }
+        let reserved = AuthorizationRequest.reservedParameters.union(["client-request-id"])
+        var extra: [String: String] = [:]
+        for item in items where !reserved.contains(item.name) { extra[item.name] = item.value ?? "" }
+        var endpoint = components
+        endpoint.query = nil
+        let metadata = ProviderMetadata.test(authorizationEndpoint: try #require(endpoint.url))
+        let grant = try AuthorizationCodeGrant(
+            AuthorizationRequest(
+                clientId: try #require(value("client_id")),
+                redirectURI: try #require(value("redirect_uri")),
+                scopes: (value("scope") ?? "").split(separator: " ").map(String.init),
+                prompt: value("prompt"),
+                loginHint: value("login_hint"),
+                domainHint: value("domain_hint"),
+                claims: value("claims"),
+                extraParameters: extra,
+                requestsClientInfo: value("client_info") == "1"
+            ),
+            metadata: metadata
+        )
+        let built = try #require(URLComponents(url: grant.authorizationURL, resolvingAgainstBaseURL: false))
+        #expect(built.queryItems?.map(\.name) == items.map(\.name), "\(example)")
+        let fresh: Set<String> = ["state", "nonce", "code_challenge"]
+        for (mine, theirs) in zip(built.queryItems ?? [], items) where !fresh.contains(mine.name) {
+            #expect(mine.value == theirs.value, "\(mine.name) in \(example)")
+        }
+    }
+}

@@ -111,10 +111,14 @@ struct TestSigner {
 }
 
 extension ProviderMetadata {
-    static func test(issuer: String = "https://idp.example", jwks: Bool = true) -> ProviderMetadata {
+    static func test(
+        issuer: String = "https://idp.example",
+        jwks: Bool = true,
+        authorizationEndpoint: URL = testURL("https://idp.example/authorize")
+    ) -> ProviderMetadata {
         ProviderMetadata(
             issuer: issuer,
-            authorizationEndpoint: testURL("https://idp.example/authorize"),
+            authorizationEndpoint: authorizationEndpoint,
             tokenEndpoint: testURL("https://idp.example/token"),
             deviceAuthorizationEndpoint: testURL("https://idp.example/devicecode"),
             jwksURI: jwks ? testURL("https://idp.example/jwks") : nil

@@ -59,7 +59,7 @@ struct StrictJSONTests {
         #expect {
             try JSONValue.parse(Array(deep.utf8))
         } throws: { error in
-            (error as? JSONSyntaxError)?.reason == "nested too deeply"
+            (error as? JSONSyntaxError)?.reason == "nested deeper than 128 arrays and objects"
         }
     }
 

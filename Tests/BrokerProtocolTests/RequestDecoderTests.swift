@@ -123,6 +123,66 @@ struct RequestDecoderTests {
         #expect(given.call.ensureCorrelationId() == "mine")
     }
 
+    /// A parse error says what is wrong with the text, and where.
+    @Test(arguments: [
+        (#"{"jsonrpc":"2.0","id":6,"method":"getStatus","id":7}"#, "duplicate key \"id\""),
+        ("\u{FEFF}{}", "byte-order mark"),
+        (String(repeating: "[", count: 200) + String(repeating: "]", count: 200), "nested deeper than 128"),
+        ("{\"a\":\"\u{01}\"}", "control character"),
+        ("{\"a\":1,}", "expected a quoted key"),
+        ("", "unexpected end"),
+    ])
+    func parseErrorsSayWhatIsWrong(text: String, detail: String) throws {
+        guard case .failure(let rejection) = decode(text) else {
+            Issue.record("accepted \(text)")
+            return
+        }
+        #expect(rejection.error.errorCode == .parseError)
+        #expect(rejection.error.message.hasPrefix("not valid JSON: "), "\(rejection.error.message)")
+        #expect(rejection.error.message.contains(detail), "\(rejection.error.message)")
+        #expect(rejection.error.message.contains(" at byte "), "\(rejection.error.message)")
+    }
+
+    /// A value outside a closed set lists the values allowed, a number that is not an integer says so, and neither
+    /// repeats the value sent.
+    @Test(arguments: [
+        (
+            #"{"acquireTokenInteractively":{"authParameters":{"clientId":"a"},"webviewType":"firefox-secret"}}"#,
+            "params.webviewType: expected one of default, systemBrowser, customBrowser, embedded, deviceCode"
+        ),
+        (
+            #"{"exportCache":{"format":"xml-secret"}}"#,
+            "params.format: expected one of msal, adal"
+        ),
+        (
+            #"{"acquireTokenInteractively":{"authParameters":{"clientId":"a"},"timeoutSeconds":30.0}}"#,
+            "params.timeoutSeconds: expected an integer, written without a fraction or an exponent"
+        ),
+        (
+            #"{"acquireTokenInteractively":{"authParameters":{"clientId":"a"},"timeoutSeconds":3e1}}"#,
+            "params.timeoutSeconds: expected an integer, written without a fraction or an exponent"
+        ),
+        (
+            #"{"acquireTokenInteractively":{"authParameters":{"clientId":"a"},"timeoutSeconds":99999999999999999999}}"#,
+            "params.timeoutSeconds: expected an integer from"
+        ),
+    ])
+    func valueErrorsNameTheRule(call: String, message: String) throws {
+        // {"<method>": params} → a request
+        let object = try #require(try JSONValue.parse(Array(call.utf8)).objectValue)
+        let (method, _) = try #require(object.first)
+        let params = String(call.dropFirst(method.count + 4).dropLast())
+        let text = #"{"jsonrpc":"2.0","id":1,"method":""# + method + #"","params":"# + params + "}"
+        guard case .failure(let rejection) = decode(text) else {
+            Issue.record("accepted \(text)")
+            return
+        }
+        #expect(rejection.error.errorCode == .invalidParams)
+        #expect(rejection.error.message.hasPrefix(message), "\(rejection.error.message)")
+        #expect(!rejection.error.message.contains("secret"))
+        #expect(!rejection.error.message.contains("30.0") && !rejection.error.message.contains("3e1"))
+    }
+
     /// Unknown members are ignored: a newer client's extra fields do not break an older broker.
     @Test func ignoresUnknownMembers() throws {
         let text =

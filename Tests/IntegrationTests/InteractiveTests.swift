@@ -222,6 +222,30 @@ final class EventLog: Sendable {
         try await finish()
     }
 
+    /// A sign-in the broker's shutdown cuts short is not the user's decision: didFail and the answer say
+    /// broker_stopping (retry), never user_canceled; the daemon still stops cleanly.
+    @Test func aShutdownEndsTheFlowWithBrokerStopping() async throws {
+        let events = EventLog()
+        let signIn = broker.acquireToken(request(.embedded, redirectUri: "https://app.example/cb"))
+        var iterator = signIn.events.makeAsyncIterator()
+        if let first = await iterator.next() { events.record(first) }
+        #expect(events.kinds == ["didStartLoad"])
+        kill(daemon.pid, SIGTERM)
+        while let event = await iterator.next() { events.record(event) }
+        do {
+            _ = try await signIn.result()
+            Issue.record("a sign-in cut off by the shutdown succeeded")
+        } catch {
+            #expect(error.code == .brokerStopping, "\(error)")
+            #expect(error.details?.errorCode == .brokerStopping)
+        }
+        #expect(events.kinds == ["didStartLoad", "didFail"])
+        if case .didFail(let error)? = events.all.last { #expect(error.code == .brokerStopping) }
+        await broker.close()
+        #expect(try await daemon.stop() == 0)
+        await provider.process.stop()
+    }
+
     @Test func timesOut() async throws {
         let events = EventLog()
         do {

@@ -7,7 +7,7 @@ Library use:
 
     from tokenbroker_client import BrokerClient, BrokerError
     with BrokerClient() as broker:                     # finds the socket as Protocol/README.md section 2.1 says
-        broker.negotiate()                             # getLinuxBrokerVersion {"protocolVersion": "1.0"}
+        broker.negotiate()                             # getLinuxBrokerVersion {"protocolVersion": "1.1"}
         accounts = broker.get_accounts()["accounts"]
         try:
             token = broker.acquire_token_silently({...})["brokerTokenResponse"]
@@ -42,7 +42,7 @@ import time
 import uuid
 from typing import Any, Callable, Iterable
 
-PROTOCOL_VERSION = "1.0"
+PROTOCOL_VERSION = "1.1"
 MAX_REQUEST_FRAME = 1 << 20  # 1,048,576 bytes, newline excluded (section 3)
 MAX_RESPONSE_FRAME = 64 << 20  # 67,108,864 bytes, newline excluded (section 3)
 MAX_IN_FLIGHT = 32  # per connection (section 13)
@@ -66,6 +66,7 @@ ERROR_CODES: dict[str, int] = {
     "unsupported_protocol_version": -32009,
     "invalid_cache": -32010,
     "throttled": -32011,
+    "broker_stopping": -32012,
 }
 ERROR_NAMES: dict[int, str] = {code: name for name, code in ERROR_CODES.items()}
 

@@ -240,7 +240,7 @@ def raw_null_error(client: BrokerClient, line: bytes | str, timeout: float = 10.
 def prove_usable(client: BrokerClient) -> None:
     """The same connection still answers a request, by id."""
     result = client.call("getLinuxBrokerVersion", {"protocolVersion": "1.0"})
-    expect(result.get("protocolVersion") == "1.0", f"unexpected version result {short(result)}")
+    expect(result.get("protocolVersion") == "1.1", f"unexpected version result {short(result)}")
     expect(not client.closed, "the connection closed after a request")
 
 
@@ -544,7 +544,7 @@ def still_serving(ctx: Context) -> None:
     """A fresh connection gets correct answers: version, Ada's account, Ada's cached token."""
     with ctx.client() as client:
         version = client.get_linux_broker_version("1.0")
-        expect(version["protocolVersion"] == "1.0", f"version: {short(version)}")
+        expect(version["protocolVersion"] == "1.1", f"version: {short(version)}")
         account = client.get_account(identifier=ADA.identifier)["account"]
         expect(account["identifier"] == ADA.identifier, f"getAccount: {short(account)}")
         token = client.acquire_token_silently(ada_params())["brokerTokenResponse"]
@@ -608,7 +608,7 @@ def check_version(ctx: Context) -> None:
     with ctx.client() as client:
         result = client.get_linux_broker_version("1.0", msal_cpp_version="wire-battery/1.0")
         expect(result["protocolVersion"].split(".")[0] == "1", f"protocolVersion {result['protocolVersion']}")
-        expect(result["protocolVersion"] == "1.0", f"protocolVersion {result['protocolVersion']} (spec is 1.0)")
+        expect(result["protocolVersion"] == "1.1", f"protocolVersion {result['protocolVersion']} (spec is 1.1)")
         expect(isinstance(result["linuxBrokerVersion"], str) and result["linuxBrokerVersion"], "no version")
         expect_interactive_methods_listing(result["methods"])
         # params omitted, params null, a string id, a newer minor
@@ -618,7 +618,8 @@ def check_version(ctx: Context) -> None:
         null = raw_request(client, '{"jsonrpc":"2.0","id":"n","method":"getLinuxBrokerVersion","params":null}',
                            "n")
         expect("result" in null and null["result"] == result, f"params null: {short(null)}")
-        expect(client.get_linux_broker_version("1.9")["protocolVersion"] == "1.0", "minor 1.9 refused")
+        expect(client.get_linux_broker_version("1.9")["protocolVersion"] == "1.1", "minor 1.9 refused")
+        expect(client.get_linux_broker_version("1.0")["protocolVersion"] == "1.1", "minor 1.0 refused")
 
 
 def check_version_unsupported(ctx: Context) -> None:
@@ -901,7 +902,7 @@ def check_status(ctx: Context) -> None:
         export = client.export_cache()
         status = client.get_status()
         expect(status["version"] == version["linuxBrokerVersion"], "version differs from linuxBrokerVersion")
-        expect(status["protocolVersion"] == "1.0", f"protocolVersion {status['protocolVersion']}")
+        expect(status["protocolVersion"] == "1.1", f"protocolVersion {status['protocolVersion']}")
         expect(status["pid"] == ctx.daemon.process.pid, f"pid {status['pid']} != {ctx.daemon.process.pid}")
         expect(status["socketPath"] == str(ctx.socket), f"socketPath {status['socketPath']!r}")
         expect(os.path.realpath(status["stateDirectory"]) == os.path.realpath(ctx.daemon.state),
@@ -1754,7 +1755,7 @@ def check_interactive_timeout(ctx: Context) -> None:
 def check_interactive_correlation_in_use(ctx: Context) -> None:
     """Section 10.1: a request whose correlationId is that of a running flow is invalid_params
     (params.correlationId), on the same connection or another, and gets no notification; the running flow is not
-    disturbed. Appendix A: 0.3.0 takes a cancel from another connection; the flow's notifications stay on the
+    disturbed. Appendix A: 0.4.0 takes a cancel from another connection; the flow's notifications stay on the
     connection that started it (section 5.3)."""
     with ctx.client() as first, ctx.client() as second:
         pending, correlation = start_flow(first, flow_auth(redirectUri=EMBEDDED_REDIRECT), webview_type="embedded",
@@ -2310,7 +2311,7 @@ def check_client_notification(ctx: Context) -> None:
         client.notify("removeAccount", {"account": {"identifier": temp.identifier}})  # executed
         client.send_raw(b'{"jsonrpc":"2.0","method":"getStatus","params":{"correlationId":"\\ud800"}}\n')
         first = client.call("getLinuxBrokerVersion", {"protocolVersion": "1.0"})
-        expect(first["protocolVersion"] == "1.0", "")
+        expect(first["protocolVersion"] == "1.1", "")
         # the removal runs concurrently: wait (bounded) until it took effect
         deadline = time.monotonic() + 10
         gone = False

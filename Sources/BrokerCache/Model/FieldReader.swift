@@ -53,7 +53,7 @@ struct FieldReader {
         case .null: return nil
         case .string(let string) where string.isEmpty: return nil
         case .string(let string):
-            guard let number = Int64(string) ?? Double(string).flatMap({ Int64(exactly: $0.rounded(.down)) }) else {
+            guard let number = Self.decimalSeconds(string) else {
                 throw EntryError("\(name) is not a time in epoch seconds")
             }
             return number
@@ -65,6 +65,19 @@ struct FieldReader {
             return whole
         default: throw EntryError("\(name) is not a time in epoch seconds")
         }
+    }
+
+    /// Whole seconds of a decimal number written as text (`1700000000`, or `1700000000.25` as some SDKs write
+    /// it); nil for anything else: hexadecimal (`0x10`), exponents, `inf`, `nan`, signs other than a leading `-`,
+    /// which a lenient `Double(_:)` would take.
+    static func decimalSeconds(_ text: String) -> Int64? {
+        let parts = text.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        let whole = parts[0].hasPrefix("-") ? parts[0].dropFirst() : parts[0]
+        let isDigits = { (part: Substring) in
+            !part.isEmpty && part.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        }
+        guard isDigits(whole), parts.count == 1 || isDigits(parts[1]) else { return nil }
+        return Int64(parts[0])
     }
 
     mutating func secret(_ name: String = "secret") throws(EntryError) -> Secret {

@@ -78,12 +78,17 @@ public struct ErrorCode: Sendable, Hashable, Codable, CustomStringConvertible {
     ///
     /// Wait `data.retryAfterSeconds`.
     public static let throttled = ErrorCode("throttled")
+    /// The broker stopped (a shutdown, an idle exit, a restart) before the request could finish; nothing was
+    /// decided about it.
+    ///
+    /// Retry: under systemd the next connection starts the broker again.
+    public static let brokerStopping = ErrorCode("broker_stopping")
 
     /// Every code this version of the protocol defines, with its JSON-RPC number.
     public static let all: [ErrorCode] = [
         .parseError, .invalidRequest, .methodNotFound, .invalidParams, .internalError, .interactionRequired,
         .noAccount, .userCanceled, .serverError, .unauthorizedClient, .brokerBusy, .frameTooLarge, .timeout,
-        .permissionDenied, .unsupportedProtocolVersion, .invalidCache, .throttled,
+        .permissionDenied, .unsupportedProtocolVersion, .invalidCache, .throttled, .brokerStopping,
     ]
 
     /// The JSON-RPC `error.code` that goes with this code: the standard -327xx/-326xx numbers for the
@@ -107,6 +112,7 @@ public struct ErrorCode: Sendable, Hashable, Codable, CustomStringConvertible {
         case "unsupported_protocol_version": -32009
         case "invalid_cache": -32010
         case "throttled": -32011
+        case "broker_stopping": -32012
         default: -32603
         }
     }

@@ -165,6 +165,8 @@ struct JSONTape {
         case UInt8(ascii: "f"): try literal("false", .false, &position)
         case UInt8(ascii: "n"): try literal("null", .null, &position)
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try parseNumber(&position)
+        case 0xEF where bytes[position...].starts(with: [0xEF, 0xBB, 0xBF]):
+            throw JSONSyntaxError("a UTF-8 byte-order mark, which JSON texts on the wire must not have", at: position)
         default: throw JSONSyntaxError("unexpected character", at: position)
         }
     }
@@ -268,7 +270,9 @@ struct JSONTape {
     }
 
     private mutating func parseArray(_ position: inout Int, depth: Int) throws(JSONSyntaxError) {
-        guard depth <= Self.maximumDepth else { throw JSONSyntaxError("nested too deeply", at: position) }
+        guard depth <= Self.maximumDepth else {
+            throw JSONSyntaxError("nested deeper than \(Self.maximumDepth) arrays and objects", at: position)
+        }
         let index = nodes.count
         append(.array, start: position, end: position)
         position += 1
@@ -299,7 +303,9 @@ struct JSONTape {
     }
 
     private mutating func parseObject(_ position: inout Int, depth: Int) throws(JSONSyntaxError) {
-        guard depth <= Self.maximumDepth else { throw JSONSyntaxError("nested too deeply", at: position) }
+        guard depth <= Self.maximumDepth else {
+            throw JSONSyntaxError("nested deeper than \(Self.maximumDepth) arrays and objects", at: position)
+        }
         let index = nodes.count
         append(.object, start: position, end: position)
         position += 1

@@ -38,9 +38,11 @@ public struct RequestDecoder: Sendable {
     private static func classify(_ error: DecodingError) -> RequestRejection {
         switch error {
         case .dataCorrupted(let context) where context.codingPath.isEmpty:
+            // Say what is wrong (a duplicate key, the depth, a control character, a byte-order mark, …) and where.
+            let detail = (context.underlyingError as? JSONSyntaxError).map { ": \($0)" } ?? ""
             return RequestRejection(
                 id: nil,
-                error: ErrorObject(.parseError, "not valid JSON"),
+                error: ErrorObject(.parseError, "not valid JSON\(detail)"),
                 isNotification: false
             )
         default:
@@ -183,7 +185,13 @@ private struct Envelope: Decodable {
             let field = path(context.codingPath)
             return ("\(field): expected \(Self.jsonTypeName(type)), got null", field)
         case .dataCorrupted(let context):
+            // The wire decoder's own explanations ("expected one of …", "expected an integer …") name the rule,
+            // never the value; anything else is only called invalid.
             let field = path(context.codingPath)
+            if let syntax = context.underlyingError as? JSONSyntaxError { return ("\(field): \(syntax.reason)", field) }
+            if context.debugDescription.hasPrefix("expected ") {
+                return ("\(field): \(context.debugDescription)", field)
+            }
             return ("\(field): invalid value", field)
         @unknown default:
             return ("params: invalid", "params")

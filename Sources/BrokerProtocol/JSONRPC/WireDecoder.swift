@@ -181,9 +181,12 @@ private struct NodeReader {
     func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
         guard kind == .number else { throw mismatch(type) }
         guard let value = tape.integer(at: node), let exact = T(exactly: value) else {
-            throw DecodingError.dataCorrupted(
-                DecodingError.Context(codingPath: codingPath, debugDescription: "not an integer in range of \(type)")
-            )
+            let text = tape.numberText(at: node)
+            let reason =
+                text.contains(where: { $0 == "." || $0 == "e" || $0 == "E" })
+                ? "expected an integer, written without a fraction or an exponent"
+                : "expected an integer from \(T.min) to \(T.max)"
+            throw DecodingError.dataCorrupted(DecodingError.Context(codingPath: codingPath, debugDescription: reason))
         }
         return exact
     }

@@ -5,6 +5,11 @@ public enum CacheFormat: String, Sendable, Hashable, Codable, CaseIterable {
     case msal
     /// ADAL Python's serialized cache: a JSON list of entries (the old Azure CLI `accessTokens.json`).
     case adal
+
+    /// Decodes a wire name; an unknown one is refused, naming the values allowed (Protocol/ §4.2).
+    public init(from decoder: any Decoder) throws {
+        self = try Self.decodeWireName(from: decoder)
+    }
 }
 
 /// Params of `importCache`.

@@ -11,6 +11,11 @@ public enum WebviewType: String, Sendable, Hashable, Codable, CaseIterable {
     case embedded
     /// RFC 8628: the user signs in on another device with a code.
     case deviceCode
+
+    /// Decodes a wire name; an unknown one is refused, naming the values allowed (Protocol/ §4.2).
+    public init(from decoder: any Decoder) throws {
+        self = try Self.decodeWireName(from: decoder)
+    }
 }
 
 /// Params of `acquireTokenInteractively`.
