@@ -12,6 +12,7 @@ let swiftSettings: [SwiftSetting] = [
 let nioCore = Target.Dependency.product(name: "NIOCore", package: "swift-nio")
 let nioPosix = Target.Dependency.product(name: "NIOPosix", package: "swift-nio")
 let nioHTTP1 = Target.Dependency.product(name: "NIOHTTP1", package: "swift-nio")
+let nioEmbedded = Target.Dependency.product(name: "NIOEmbedded", package: "swift-nio")
 let logging = Target.Dependency.product(name: "Logging", package: "swift-log")
 let argumentParser = Target.Dependency.product(name: "ArgumentParser", package: "swift-argument-parser")
 let serviceLifecycle = Target.Dependency.product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
@@ -146,7 +147,7 @@ let package = Package(
             name: "BrokerServerTests",
             dependencies: [
                 "BrokerServer", "BrokerCore", "BrokerCache", "BrokerProtocol", "BrokerTestSupport", nioCore, nioPosix,
-                logging,
+                nioEmbedded, logging,
             ],
             swiftSettings: swiftSettings
         ),

@@ -13,19 +13,24 @@ extension TokenBroker {
         -> ImportCacheResult
     {
         let format = params.format ?? .msal
-        let document = Data(params.data.reveal().utf8)
+        let data = params.data
         let now = nowSeconds
-        let read: (entries: [CacheEntry], skipped: [SkippedEntry])
-        do throws(CacheError) {
-            switch format {
-            case .msal: read = try MSALCacheDocument.read(document)
-            case .adal: read = try ADALCacheDocument.read(document, timeZone: .current, now: now)
+        let cache = cache
+        // Parsing up to a frame's worth of JSON, and planning against the whole cache, is heavy: off the loops.
+        let plan = try await HeavyWork.run { () throws(BrokerFailure) -> CacheImport in
+            let document = Data(data.reveal().utf8)
+            let read: (entries: [CacheEntry], skipped: [SkippedEntry])
+            do throws(CacheError) {
+                switch format {
+                case .msal: read = try MSALCacheDocument.read(document)
+                case .adal: read = try ADALCacheDocument.read(document, timeZone: .current, now: now)
+                }
+            } catch {
+                throw BrokerFailure(.invalidCache, error.message, underlying: error)
             }
-        } catch {
-            throw BrokerFailure(.invalidCache, error.message, underlying: error)
-        }
-        let plan = cache.read { contents in
-            CacheImport(entries: read.entries, skipped: read.skipped, into: contents, now: now)
+            return cache.read { contents in
+                CacheImport(entries: read.entries, skipped: read.skipped, into: contents, now: now)
+            }
         }
         do {
             try await cache.commit(plan.changes)
@@ -50,25 +55,28 @@ extension TokenBroker {
     public nonisolated func exportCache(
         _ params: ExportCacheParams,
         caller: Caller
-    ) throws(BrokerFailure)
+    ) async throws(BrokerFailure)
         -> ExportCacheResult
     {
         let format = params.format ?? .msal
-        let data: Data
-        let counts: EntryCounts
-        do {
-            switch format {
-            case .msal:
-                let entries = cache.read { contents in CacheExport.entries(of: contents, clientId: params.clientId) }
-                data = try MSALCacheDocument.write(entries)
-                counts = CacheContents(entries).count
-            case .adal:
-                (data, counts) = try cache.read { contents in
-                    try ADALCacheDocument.write(contents, clientId: params.clientId, timeZone: .current)
+        let cache = cache
+        // Serializing the whole cache (up to 64 MiB) is heavy: off the loops.
+        let (data, counts) = try await HeavyWork.run { () throws(BrokerFailure) -> (Data, EntryCounts) in
+            do {
+                switch format {
+                case .msal:
+                    let entries = cache.read { contents in
+                        CacheExport.entries(of: contents, clientId: params.clientId)
+                    }
+                    return (try MSALCacheDocument.write(entries), CacheContents(entries).count)
+                case .adal:
+                    return try cache.read { contents in
+                        try ADALCacheDocument.write(contents, clientId: params.clientId, timeZone: .current)
+                    }
                 }
+            } catch {
+                throw BrokerFailure(.internalError, "the cache could not be serialized", underlying: error)
             }
-        } catch {
-            throw BrokerFailure(.internalError, "the cache could not be serialized", underlying: error)
         }
         audit.cacheMoved(
             "exported",

@@ -14,6 +14,13 @@ public enum WireProtocol {
     /// The largest message a client must be ready to read: exports can be larger than requests.
     public static let maximumResponseBytes = 64 << 20
 
+    /// The longest `correlationId` accepted, in UTF-8 bytes (a UUID has 36): the broker echoes it in answers,
+    /// logs and `getStatus`, so it is bounded.
+    public static let maximumCorrelationIdBytes = 256
+
+    /// The longest string request `id` accepted, in UTF-8 bytes.
+    public static let maximumStringIdBytes = 256
+
     /// Parses the major part of a version string `major.minor` (such as `1.2`: decimal numbers without leading
     /// zeros, as the schema's pattern says); nil for anything else (`1`, `01.0`, `1.0.0`, `1.x`).
     public static func major(of version: String) -> Int? {

@@ -88,6 +88,34 @@ struct Connection: Sendable {
                             try await channel.writeAndFlush(response)
                         }
                     }
+                case .largeFrame(let frame):
+                    guard inFlight.value < limit else {
+                        let busy = ErrorObject(
+                            .brokerBusy,
+                            "\(limit) requests are already in flight on this connection, the most it takes; retry "
+                                + "when one is answered",
+                            details: .init(retryAfterSeconds: 1)
+                        )
+                        // Not decoded: its id is unknown, so the answer carries none.
+                        metrics.recordError(method: "", error: busy, correlationId: nil)
+                        try await channel.writeAndFlush(Dispatcher.encode(ErrorResponse(id: nil, error: busy)))
+                        continue
+                    }
+                    inFlight.add(1)
+                    metrics.inFlight.add(1, ordering: .relaxed)
+                    requests.addTask {
+                        defer {
+                            inFlight.add(-1)
+                            metrics.inFlight.subtract(1, ordering: .relaxed)
+                        }
+                        let response: ByteBuffer?
+                        switch await dispatcher.decodeOffLoop(frame) {
+                        case .failure(let rejection): response = dispatcher.response(to: rejection)
+                        case .success(let request):
+                            response = await dispatcher.answer(request, caller: caller, owner: owner)
+                        }
+                        if let response { try await channel.writeAndFlush(response) }
+                    }
                 case .frameTooLarge:
                     let error = ErrorObject(
                         .frameTooLarge,
@@ -103,6 +131,28 @@ struct Connection: Sendable {
                         metrics.recordError(method: "", error: error, correlationId: nil)
                         try await channel.writeAndFlush(Dispatcher.encode(ErrorResponse(id: nil, error: error)))
                     }
+                    break reading
+                case .frameTimedOut:
+                    let seconds = settings.configuration.frameDeadline.components.seconds
+                    let error = ErrorObject(.timeout, "a message took more than \(seconds) s to arrive; closing")
+                    metrics.recordError(method: "", error: error, correlationId: nil)
+                    try await channel.writeAndFlush(Dispatcher.encode(ErrorResponse(id: nil, error: error)))
+                    break reading
+                case .outputBudgetExceeded:
+                    // The peer does not read: nothing it would see can be sent. Free what is queued now.
+                    settings.logger.warning(
+                        "connection closed: its peer left too many answers unread",
+                        metadata: ["pid": "\(caller.pid)"]
+                    )
+                    metrics.recordError(
+                        method: "",
+                        error: ErrorObject(
+                            .brokerBusy,
+                            "a client left too many answers unread; its connection was closed"
+                        ),
+                        correlationId: nil
+                    )
+                    channel.close(promise: nil)
                     break reading
                 }
             }

@@ -3,6 +3,7 @@ import BrokerProtocol
 import Foundation
 import Logging
 import NIOCore
+import NIOPosix
 import Synchronization
 
 /// Turns requests into responses: decode, call the broker, encode.
@@ -30,8 +31,34 @@ struct Dispatcher: Sendable {
         case needsTask
     }
 
+    /// Frames larger than this are decoded off the event loop (``decodeOffLoop(_:)``): a loop serves many
+    /// connections, and parsing a megabyte takes long enough to keep them all waiting.
+    static let largeFrameBytes = 64 << 10
+
     func decode(_ frame: ByteBuffer) -> Result<IncomingRequest, RequestRejection> {
         decoder.decode(Array(frame.readableBytesView))
+    }
+
+    /// Decodes a large frame on NIO's thread pool, with a correlation id filled in.
+    func decodeOffLoop(_ frame: ByteBuffer) async -> Result<IncomingRequest, RequestRejection> {
+        let decoder = decoder
+        let decoded = try? await NIOThreadPool.singleton.runIfActive {
+            decoder.decode(Array(frame.readableBytesView))
+        }
+        guard var decoded else {
+            return .failure(
+                RequestRejection(
+                    id: nil,
+                    error: ErrorObject(.brokerStopping, "the broker is stopping"),
+                    isNotification: false
+                )
+            )
+        }
+        if case .success(var request) = decoded {
+            _ = request.call.ensureCorrelationId()
+            decoded = .success(request)
+        }
+        return decoded
     }
 
     /// The error response for a message that was not a valid request (none for an invalid notification).
@@ -86,7 +113,7 @@ struct Dispatcher: Sendable {
             case .importCache(let params):
                 response = Self.encode(Response(id: id, result: try await broker.importCache(params, caller: caller)))
             case .exportCache(let params):
-                response = Self.encode(Response(id: id, result: try broker.exportCache(params, caller: caller)))
+                response = Self.encode(Response(id: id, result: try await broker.exportCache(params, caller: caller)))
             case .acquireTokenInteractively(let params):
                 let result = try await broker.acquireTokenInteractively(params, caller: caller, owner: owner)
                 response = Self.encode(Response(id: id, result: result))

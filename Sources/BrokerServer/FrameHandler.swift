@@ -1,109 +1,213 @@
 import NIOCore
 
-/// What the framer passes on: frames, and the two conditions that end a connection.
+/// What the framer passes on: frames, and the conditions that end a connection.
 enum FrameEvent: Sendable {
     /// One message: the bytes of a line, without the newline.
     case frame(ByteBuffer)
     /// A line grew past the limit; nothing more is read from this connection.
     case frameTooLarge
-    /// Nothing arrived for the idle timeout; `partialFrame` says whether half a message was waiting.
+    /// Nothing arrived and nothing left for the idle timeout; `partialFrame` says whether half a message was waiting.
     case idle(partialFrame: Bool)
+    /// A message started arriving and did not end within the frame deadline (a peer trickling bytes).
+    case frameTimedOut
+    /// The peer left more unread answers queued than the output budget allows.
+    case outputBudgetExceeded
 }
 
-/// Splits the byte stream into newline-terminated frames, bounded in size, and reports idleness.
+/// The limits a connection's framer enforces.
+struct FrameLimits: Sendable {
+    /// The largest frame accepted.
+    var maximumFrameBytes: Int
+    /// A connection with no bytes read and no answer bytes taken by the peer for this long is idle.
+    var idleTimeout: TimeAmount
+    /// The longest a frame may take from its first byte to its newline.
+    var frameDeadline: TimeAmount
+    /// How many answer bytes may wait unread, besides the answer being written: past it, the connection is closed.
+    var outputBudget: Int
+}
+
+/// Splits the byte stream into newline-terminated frames, bounded in size and time, and keeps a peer that does not
+/// read from making the broker queue answers without bound.
 ///
 ///     "{...}\n{...}\n{..."  ->  .frame("{...}"), .frame("{...}"), (waits for the rest)
 ///
+/// Backpressure: while the channel is not writable (its write buffer is above the high watermark because the
+/// peer does not read), no further frame is dispatched and no further byte is read; frames already read wait here,
+/// and go on when the peer has taken enough. Unsent answers beyond ``FrameLimits/outputBudget`` (not counting the
+/// one being written, which may be a large export) close the connection.
+///
+/// Activity, for the idle timeout, is bytes read and answer bytes the peer took; a peer that neither sends nor reads
+/// is idle even with answers waiting. A frame that does not complete within ``FrameLimits/frameDeadline`` of its
+/// first byte ends the connection, however slowly its bytes trickle in.
+///
 /// Bytes past an oversized line are dropped: the reader answers `frame_too_large` and closes.
-final class FrameHandler: ChannelInboundHandler, RemovableChannelHandler {
+final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = FrameEvent
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
-    private let maximumFrameBytes: Int
-    private let idleTimeout: TimeAmount
+    private let limits: FrameLimits
     private var pending: ByteBuffer?
     private var scanned = 0
-    private var overflowed = false
-    private var lastActivity: NIODeadline = .now()
-    private var idleCheck: Scheduled<Void>?
+    private var stopped = false
+    private var lastActivity: NIODeadline = .uptimeNanoseconds(0)
+    /// When the frame waiting in `pending` received its first byte.
+    private var frameStarted: NIODeadline?
+    private var timer: Scheduled<Void>?
+    /// Frames are held back while the peer does not read.
+    private var paused = false
+    /// A `read()` held back while paused.
+    private var readDeferred = false
+    /// Answer bytes handed to the socket and not yet taken by the peer, and the largest single answer among the
+    /// writes since nothing last waited (an over-estimate while the queue drains: O(1) per write, and the queue
+    /// stays within the budget plus one largest answer).
+    private var unsent = 0
+    private var largestUnsent = 0
 
-    init(maximumFrameBytes: Int, idleTimeout: TimeAmount) {
-        self.maximumFrameBytes = maximumFrameBytes
-        self.idleTimeout = idleTimeout
+    init(limits: FrameLimits) {
+        self.limits = limits
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        lastActivity = .now()
-        scheduleIdleCheck(context: context, after: idleTimeout)
+        lastActivity = context.eventLoop.now
+        scheduleCheck(context: context, after: min(limits.idleTimeout, limits.frameDeadline))
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        idleCheck?.cancel()
-        idleCheck = nil
+        timer?.cancel()
+        timer = nil
     }
 
+    // MARK: Reading
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !overflowed else { return }
-        lastActivity = .now()
+        guard !stopped else { return }
+        lastActivity = context.eventLoop.now
         var incoming = unwrapInboundIn(data)
         if pending == nil, scanned == 0 {
             pending = incoming
         } else {
             pending?.writeBuffer(&incoming)
         }
+        dispatchFrames(context: context)
+    }
+
+    /// Passes on the complete frames waiting, unless the peer stopped reading; checks the size of what is left.
+    private func dispatchFrames(context: ChannelHandlerContext) {
         guard var buffer = pending else { return }
-        while true {
+        pending = nil
+        while !paused {
             let view = buffer.readableBytesView
             guard let newline = view[(view.startIndex + scanned)...].firstIndex(of: UInt8(ascii: "\n")) else {
                 scanned = buffer.readableBytes
                 break
             }
             let length = newline - view.startIndex
-            if length > maximumFrameBytes { return overflow(context: context) }
-            if let frame = buffer.readSlice(length: length) {
-                buffer.moveReaderIndex(forwardBy: 1)
-                scanned = 0
-                context.fireChannelRead(wrapInboundOut(.frame(frame)))
-            }
-        }
-        if buffer.readableBytes > maximumFrameBytes { return overflow(context: context) }
-        if buffer.readableBytes == 0 {
-            pending = nil
+            if length > limits.maximumFrameBytes { return stop(.frameTooLarge, context: context) }
+            guard let frame = buffer.readSlice(length: length) else { break }
+            buffer.moveReaderIndex(forwardBy: 1)
             scanned = 0
+            frameStarted = nil
+            context.fireChannelRead(wrapInboundOut(.frame(frame)))
+            if !context.channel.isWritable { paused = true }
+        }
+        if buffer.readableBytes > limits.maximumFrameBytes, !paused { return stop(.frameTooLarge, context: context) }
+        if buffer.readableBytes == 0 {
+            scanned = 0
+            frameStarted = nil
         } else {
             buffer.discardReadBytes()
             pending = buffer
+            if scanned > 0, frameStarted == nil { frameStarted = context.eventLoop.now }
         }
     }
 
-    private func overflow(context: ChannelHandlerContext) {
-        overflowed = true
+    func read(context: ChannelHandlerContext) {
+        if paused {
+            readDeferred = true
+        } else {
+            context.read()
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, paused {
+            paused = false
+            dispatchFrames(context: context)
+            // The async channel hands reads on at read-complete; frames dispatched here need one too.
+            context.fireChannelReadComplete()
+            if readDeferred, !paused {
+                readDeferred = false
+                context.read()
+            }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    private func stop(_ event: FrameEvent, context: ChannelHandlerContext) {
+        guard !stopped else { return }
+        stopped = true
         pending = nil
         scanned = 0
-        context.fireChannelRead(wrapInboundOut(.frameTooLarge))
+        frameStarted = nil
+        context.fireChannelRead(wrapInboundOut(event))
+        // The async channel hands reads to its reader at read-complete; without this the event would wait in its
+        // buffer for the next socket read, which a stalled peer never sends.
+        context.fireChannelReadComplete()
     }
 
-    private func scheduleIdleCheck(context: ChannelHandlerContext, after delay: TimeAmount) {
+    // MARK: Writing
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let size = unwrapOutboundIn(data).readableBytes
+        // What waits besides the largest answer (an export may be large on its own) must stay within the budget.
+        let largest = max(largestUnsent, size)
+        guard unsent + size - largest <= limits.outputBudget else {
+            // The peer is not reading: drop this answer and end the connection.
+            promise?.fail(ChannelError.outputClosed)
+            return stop(.outputBudgetExceeded, context: context)
+        }
+        unsent += size
+        largestUnsent = largest
+        let taken = context.eventLoop.makePromise(of: Void.self)
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        taken.futureResult.whenComplete { _ in
+            // Write promises complete on the channel's event loop.
+            let handler = loopBound.value
+            handler.unsent -= size
+            if handler.unsent == 0 { handler.largestUnsent = 0 }
+            handler.lastActivity = eventLoop.now
+        }
+        if let promise { taken.futureResult.cascade(to: promise) }
+        context.write(data, promise: taken)
+    }
+
+    // MARK: Timers
+
+    private func scheduleCheck(context: ChannelHandlerContext, after delay: TimeAmount) {
         let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        idleCheck = context.eventLoop.scheduleTask(in: delay) {
+        timer = context.eventLoop.scheduleTask(in: delay) {
             let (handler, context) = loopBound.value
-            handler.checkIdle(context: context)
+            handler.check(context: context)
         }
     }
 
-    private func checkIdle(context: ChannelHandlerContext) {
-        // A peer still receiving a large answer is busy, not idle: data waiting to go out counts as activity.
-        if !context.channel.isWritable { lastActivity = .now() }
-        let idleFor = NIODeadline.now() - lastActivity
-        if idleFor >= idleTimeout, !overflowed {
-            lastActivity = .now()
-            context.fireChannelRead(wrapInboundOut(.idle(partialFrame: (pending?.readableBytes ?? 0) > 0)))
-            // The async channel hands reads to its reader at read-complete; without this the event would wait
-            // in its buffer for the next socket read, which an idle peer never sends.
-            context.fireChannelReadComplete()
-            scheduleIdleCheck(context: context, after: idleTimeout)
-        } else {
-            scheduleIdleCheck(context: context, after: idleTimeout - idleFor)
+    private func check(context: ChannelHandlerContext) {
+        let now = context.eventLoop.now
+        if let started = frameStarted, now - started >= limits.frameDeadline {
+            return stop(.frameTimedOut, context: context)
         }
+        let idleFor = now - lastActivity
+        if idleFor >= limits.idleTimeout, !stopped {
+            lastActivity = now
+            context.fireChannelRead(wrapInboundOut(.idle(partialFrame: (pending?.readableBytes ?? 0) > 0)))
+            context.fireChannelReadComplete()
+        }
+        guard !stopped else { return }
+        var next = limits.idleTimeout - (now - lastActivity)
+        if let started = frameStarted { next = min(next, limits.frameDeadline - (now - started)) }
+        scheduleCheck(context: context, after: max(next, .milliseconds(1)))
     }
 }

@@ -6,10 +6,16 @@ import NIOCore
 enum ConnectionEvent: Sendable {
     /// A request that needs the identity provider, the disk, or time: run it in a task.
     case request(IncomingRequest)
+    /// A frame too large to decode on the event loop (an import): decode it in a task, off the loop.
+    case largeFrame(ByteBuffer)
     /// A line grew past the limit.
     case frameTooLarge
     /// Nothing arrived for the idle timeout.
     case idle(partialFrame: Bool)
+    /// A frame did not complete within the frame deadline.
+    case frameTimedOut
+    /// The peer does not read its answers.
+    case outputBudgetExceeded
 }
 
 /// Decodes each frame and answers on the event loop whatever the in-memory cache can answer at once (a cached
@@ -34,6 +40,8 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
+        case .frame(let frame) where frame.readableBytes > Dispatcher.largeFrameBytes:
+            context.fireChannelRead(wrapInboundOut(.largeFrame(frame)))
         case .frame(let frame):
             switch dispatcher.decode(frame) {
             case .failure(let rejection):
@@ -53,6 +61,10 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             context.fireChannelRead(wrapInboundOut(.frameTooLarge))
         case .idle(let partialFrame):
             context.fireChannelRead(wrapInboundOut(.idle(partialFrame: partialFrame)))
+        case .frameTimedOut:
+            context.fireChannelRead(wrapInboundOut(.frameTimedOut))
+        case .outputBudgetExceeded:
+            context.fireChannelRead(wrapInboundOut(.outputBudgetExceeded))
         }
     }
 

@@ -11,6 +11,12 @@ public struct ServerConfiguration: Sendable {
     public var idleTimeout: Duration
     /// The largest frame accepted.
     public var maximumFrameBytes: Int
+    /// The longest a frame may take from its first byte to its newline (a peer trickling bytes is cut off).
+    public var frameDeadline: Duration
+    /// Connections one peer process may hold open at once, so that one client cannot take every slot.
+    public var maximumConnectionsPerPeer: Int
+    /// Unread answer bytes a connection may queue besides the answer being written; past it, it is closed.
+    public var outputBudget: Int
 
     /// Creates a configuration with the default limits.
     public init(
@@ -18,13 +24,19 @@ public struct ServerConfiguration: Sendable {
         maximumConnections: Int = 256,
         maximumRequestsPerConnection: Int = 32,
         idleTimeout: Duration = .seconds(120),
-        maximumFrameBytes: Int = 1 << 20
+        maximumFrameBytes: Int = 1 << 20,
+        frameDeadline: Duration = .seconds(30),
+        maximumConnectionsPerPeer: Int = 64,
+        outputBudget: Int = 16 << 20
     ) {
         self.listener = listener
         self.maximumConnections = maximumConnections
         self.maximumRequestsPerConnection = maximumRequestsPerConnection
         self.idleTimeout = idleTimeout
         self.maximumFrameBytes = maximumFrameBytes
+        self.frameDeadline = frameDeadline
+        self.maximumConnectionsPerPeer = maximumConnectionsPerPeer
+        self.outputBudget = outputBudget
     }
 }
 

@@ -25,17 +25,39 @@ final class ServerMetrics: Sendable {
     func touch() {
         lastActivity.store(Self.monotonicNanoseconds, ordering: .relaxed)
     }
+
+    /// Open connections by peer process.
+    private let byPeer = Mutex<[Int32: Int]>([:])
+
+    /// Counts a connection of `peer` as open; returns how many it has open now.
+    func opened(peer: Int32) -> Int {
+        byPeer.withLock { counts in
+            counts[peer, default: 0] += 1
+            return counts[peer, default: 0]
+        }
+    }
+
+    /// Counts a connection of `peer` as closed.
+    func closed(peer: Int32) {
+        byPeer.withLock { counts in
+            let left = counts[peer, default: 1] - 1
+            counts[peer] = left > 0 ? left : nil
+        }
+    }
     private let recent = Mutex<[StatusResult.RecentError]>([])
     private static let recentLimit = 20
+    private static let messageLimit = 300
 
     func recordError(method: String, error: ErrorObject, correlationId: String?) {
         failed.add(1, ordering: .relaxed)
+        // Every string kept here is bounded: getStatus repeats the list to every caller.
         let entry = StatusResult.RecentError(
             at: Int64(Date().timeIntervalSince1970 * 1000),
-            method: method,
+            method: String(method.prefix(64)),
             errorCode: error.errorCode,
-            message: error.message,
-            correlationId: correlationId
+            message: error.message.count > Self.messageLimit
+                ? String(error.message.prefix(Self.messageLimit - 1)) + "…" : error.message,
+            correlationId: correlationId.map { String($0.prefix(WireProtocol.maximumCorrelationIdBytes)) }
         )
         recent.withLock { errors in
             errors.append(entry)

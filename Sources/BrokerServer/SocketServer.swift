@@ -78,8 +78,9 @@ public final class SocketServer: Service {
         // #2813): answer and close them here rather than leave them open.
         for leftover in unclaimed.takeAll() {
             await Connection(accepted: leftover, settings: connections, metrics: metrics)
-                .refuse(ErrorObject(.brokerBusy, "the broker is stopping; retry"))
+                .refuse(ErrorObject(.brokerStopping, "the broker is stopping; retry on a new connection"))
             metrics.openConnections.subtract(1, ordering: .relaxed)
+            metrics.closed(peer: leftover.caller.pid)
         }
         logger.info("stopped")
     }
@@ -89,6 +90,7 @@ public final class SocketServer: Service {
         metrics.touch()
         defer {
             metrics.openConnections.subtract(1, ordering: .relaxed)
+            metrics.closed(peer: accepted.caller.pid)
             metrics.touch()
         }
         let connection = Connection(accepted: accepted, settings: settings, metrics: metrics)
@@ -103,6 +105,7 @@ public final class SocketServer: Service {
     private func admit(_ peer: PeerCredentials) -> ErrorObject? {
         metrics.acceptedConnections.add(1, ordering: .relaxed)
         let open = metrics.openConnections.add(1, ordering: .relaxed).newValue
+        let ofThisPeer = metrics.opened(peer: peer.pid)
         guard peer.uid == getuid() else {
             metrics.refusedConnections.add(1, ordering: .relaxed)
             logger.warning(
@@ -117,6 +120,18 @@ public final class SocketServer: Service {
             return ErrorObject(
                 .brokerBusy,
                 "the broker serves at most \(configuration.maximumConnections) connections at once; retry shortly",
+                details: .init(retryAfterSeconds: 1)
+            )
+        }
+        guard ofThisPeer <= configuration.maximumConnectionsPerPeer else {
+            metrics.refusedConnections.add(1, ordering: .relaxed)
+            logger.warning(
+                "connection refused: one process holds too many connections",
+                metadata: ["peer_pid": "\(peer.pid)", "connections": "\(ofThisPeer - 1)"]
+            )
+            return ErrorObject(
+                .brokerBusy,
+                "one process may hold at most \(configuration.maximumConnectionsPerPeer) connections; close some",
                 details: .init(retryAfterSeconds: 1)
             )
         }
@@ -172,15 +187,19 @@ public final class SocketServer: Service {
     // MARK: Binding
 
     private func bind(dispatcher: Dispatcher) async throws -> NIOAsyncChannel<AcceptedConnection, Never> {
-        let frameLimit = configuration.maximumFrameBytes
-        let idle = TimeAmount.nanoseconds(
-            configuration.idleTimeout.components.seconds * 1_000_000_000
-                + configuration.idleTimeout.components.attoseconds / 1_000_000_000
+        let limits = FrameLimits(
+            maximumFrameBytes: configuration.maximumFrameBytes,
+            idleTimeout: TimeAmount(configuration.idleTimeout),
+            frameDeadline: TimeAmount(configuration.frameDeadline),
+            outputBudget: configuration.outputBudget
         )
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             // A client may send its request and shut down its write side (socat, nc -N); it still gets the answer.
             .childChannelOption(.allowRemoteHalfClosure, value: true)
+            // Above 256 KiB of unsent answers the channel turns unwritable and the framer stops reading requests
+            // (FrameHandler): a peer that does not read cannot make the broker queue answers without bound.
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 << 10, high: 256 << 10))
         // Runs on the connection's event loop as it is accepted: peer check first, then the pipeline.
         let initializer: @Sendable (any Channel) -> EventLoopFuture<AcceptedConnection> = { [self] channel in
             PeerCredentials.of(channel).flatMapThrowing { peer in
@@ -193,7 +212,7 @@ public final class SocketServer: Service {
                 )
                 if refusal == nil {
                     try channel.pipeline.syncOperations.addHandlers(
-                        FrameHandler(maximumFrameBytes: frameLimit, idleTimeout: idle),
+                        FrameHandler(limits: limits),
                         RequestHandler(dispatcher: dispatcher, caller: caller)
                     )
                 } else {
@@ -269,4 +288,12 @@ final class DiscardInbound: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+}
+
+extension TimeAmount {
+    /// The same span, in nanoseconds.
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
 }

@@ -19,10 +19,13 @@ struct InterchangeTests {
         )
         #expect(report.skipped.isEmpty)
         _ = try await fixture.silent()
-        let export = try fixture.broker.exportCache(ExportCacheParams(format: .msal), caller: fixture.caller)
+        let export = try await fixture.broker.exportCache(ExportCacheParams(format: .msal), caller: fixture.caller)
         #expect(try JSONValue.parse(Array(export.data.reveal().utf8)) == document)
         #expect(export.counts.total == 9)
-        let narrow = try fixture.broker.exportCache(ExportCacheParams(clientId: "someone-else"), caller: fixture.caller)
+        let narrow = try await fixture.broker.exportCache(
+            ExportCacheParams(clientId: "someone-else"),
+            caller: fixture.caller
+        )
         #expect(narrow.counts.total == 0)
     }
 

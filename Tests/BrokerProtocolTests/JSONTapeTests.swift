@@ -87,3 +87,69 @@ struct StrictJSONTests {
         #expect(decoded == result)
     }
 }
+
+/// What a hostile document costs: linear in its size, and bounded.
+@Suite(.timeLimit(.minutes(1)))
+struct HostileJSONTests {
+    /// `n` distinct keys, each written with escapes, in one object (what took a minute for 16,000 keys when each
+    /// new key was compared with all the earlier ones).
+    static func escapedKeys(_ count: Int, duplicate: Bool = false) -> [UInt8] {
+        var text = "{"
+        for index in 0..<count {
+            if index > 0 { text += "," }
+            text += #""\u006b\u0065\u0079"# + String(index) + #"":1"#
+        }
+        if duplicate { text += #","key0":2"# }  // the same as the first key, unescaped
+        return Array((text + "}").utf8)
+    }
+
+    /// A duplicate is found whichever way each key is written, in small objects and in large ones.
+    @Test(arguments: [3, 16, 17, 5000])
+    func findsDuplicatesAcrossEscapes(keys: Int) {
+        #expect(throws: JSONSyntaxError.self) { try JSONValue.parse(Self.escapedKeys(keys, duplicate: true)) }
+        #expect(throws: Never.self) { try JSONValue.parse(Self.escapedKeys(keys)) }
+    }
+
+    /// About 1 MiB of escaped keys, a request frame's worth, parses at once (the quadratic check took hours on it).
+    @Test func aMegabyteOfEscapedKeysParses() throws {
+        let document = Self.escapedKeys(40_000)
+        #expect(document.count > 1_000_000)
+        let started = ContinuousClock.now
+        let parsed = try JSONValue.parse(document)
+        #expect(parsed.objectValue?.count == 40_000)
+        // Reported, not asserted: the benchmark measures speed.
+        print("# 1 MiB of escaped keys parsed in \(ContinuousClock.now - started)")
+    }
+
+    /// Requests are held to tighter bounds than documents: keys per object and values per document.
+    @Test func requestLimitsBoundKeysAndValues() {
+        let limits = JSONLimits(maximumNodes: 100, maximumKeysPerObject: 10)
+        let keys = Array(("{" + (0..<11).map { #""k\#($0)":1"# }.joined(separator: ",") + "}").utf8)
+        #expect {
+            try JSONValue.parse(keys, limits: limits)
+        } throws: { error in
+            (error as? JSONSyntaxError)?.reason == "more than 10 keys in one object"
+        }
+        let values = Array(("[" + Array(repeating: "1", count: 100).joined(separator: ",") + "]").utf8)
+        #expect {
+            try JSONValue.parse(values, limits: limits)
+        } throws: { error in
+            (error as? JSONSyntaxError)?.reason == "more than 100 values in one document"
+        }
+        #expect(throws: Never.self) { try JSONValue.parse(values, limits: .document) }
+    }
+
+    /// Keys that differ in bytes but are the same Swift string (NFC and NFD) would merge into one dictionary entry,
+    /// losing the other: refused.
+    @Test func refusesKeysEqualAfterNormalization() {
+        let composed = "caf\u{E9}"
+        let decomposed = "cafe\u{301}"
+        #expect(Array(composed.utf8) != Array(decomposed.utf8))
+        let text = "{\"\(composed)\":1,\"\(decomposed)\":2}"
+        #expect {
+            try JSONValue.parse(Array(text.utf8))
+        } throws: { error in
+            (error as? JSONSyntaxError)?.reason.contains("equal after Unicode normalization") == true
+        }
+    }
+}

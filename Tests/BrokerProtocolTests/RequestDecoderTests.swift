@@ -183,6 +183,39 @@ struct RequestDecoderTests {
         #expect(!rejection.error.message.contains("30.0") && !rejection.error.message.contains("3e1"))
     }
 
+    /// Strings the broker echoes are bounded: a correlation id over 256 bytes is invalid_params, a string id over
+    /// 256 bytes invalid_request (with id null); 256 bytes pass.
+    @Test func echoedStringsAreBounded() throws {
+        let long = String(repeating: "c", count: 257)
+        let fits = String(repeating: "c", count: 256)
+        guard
+            case .failure(let tooLong) = decode(
+                #"{"jsonrpc":"2.0","id":1,"method":"getStatus","params":{"correlationId":""# + long + #""}}"#
+            )
+        else {
+            Issue.record("a 257-byte correlation id was accepted")
+            return
+        }
+        #expect(tooLong.error.errorCode == .invalidParams)
+        #expect(tooLong.error.data?.field == "params.correlationId")
+        #expect(!tooLong.error.message.contains(long))
+        guard
+            case .success = decode(
+                #"{"jsonrpc":"2.0","id":1,"method":"getStatus","params":{"correlationId":""# + fits + #""}}"#
+            )
+        else {
+            Issue.record("a 256-byte correlation id was refused")
+            return
+        }
+        guard case .failure(let longID) = decode(#"{"jsonrpc":"2.0","id":""# + long + #"","method":"getStatus"}"#)
+        else {
+            Issue.record("a 257-byte string id was accepted")
+            return
+        }
+        #expect(longID.error.errorCode == .invalidRequest)
+        #expect(longID.id == nil)
+    }
+
     /// Unknown members are ignored: a newer client's extra fields do not break an older broker.
     @Test func ignoresUnknownMembers() throws {
         let text =

@@ -2420,8 +2420,64 @@ def check_half_close(ctx: Context) -> None:
                f"answers: {short(client.received)}")
 
 
+# A helper process that holds connections open: it connects N times, sends getLinuxBrokerVersion on each, checks
+# each answer, prints one JSON line {"served": n, "refused": [errorCode…]}, and keeps the connections until its
+# stdin closes. Section 13 limits connections per process as well as in all, so holding 256 takes several.
+HOLDER = r"""
+import json, socket, sys
+path, count = sys.argv[1], int(sys.argv[2])
+socks, served, refused = [], 0, []
+for i in range(count):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(path)
+    socks.append(sock)
+for i, sock in enumerate(socks):
+    try:
+        sock.sendall(json.dumps({"jsonrpc": "2.0", "id": i, "method": "getLinuxBrokerVersion"}).encode() + b"\n")
+    except OSError:
+        pass
+for i, sock in enumerate(socks):
+    sock.settimeout(10)
+    data = b""
+    try:
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    try:
+        message = json.loads(data) if data else {}
+    except ValueError:
+        message = {}
+    if "result" in message and message.get("id") == i:
+        served += 1
+    else:
+        refused.append((message.get("error") or {}).get("data", {}).get("errorCode", "closed"))
+print(json.dumps({"served": served, "refused": refused}), flush=True)
+sys.stdin.read()
+"""
+
+
+def hold_connections(ctx: Context, count: int) -> tuple[subprocess.Popen, dict]:
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(ctx.socket), str(count)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None
+    report = json.loads(holder.stdout.readline() or "{}")
+    return holder, report
+
+
+def release(holders: list[subprocess.Popen]) -> None:
+    for holder in holders:
+        if holder.stdin:
+            holder.stdin.close()
+        holder.wait(10)
+
+
 def check_connection_limit(ctx: Context) -> None:
-    """256 open connections (the default limit) are served; the 257th gets broker_busy with id null."""
+    """256 open connections (the default limit) are served; the 257th gets broker_busy with id null. One process
+    may hold at most 64 (section 13), so four processes hold them here, and a fifth's 65th is refused too."""
     for client in ALL_CLIENTS:
         client.close()
     with ctx.client() as status:
@@ -2430,19 +2486,23 @@ def check_connection_limit(ctx: Context) -> None:
             time.sleep(0.1)
         before = status.get_status()["connections"]
         expect(before["open"] == 1, f"other connections still open: {before}")
-        socks: list[socket.socket] = []
+        holders: list[subprocess.Popen] = []
         try:
-            for _ in range(255):
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                sock.connect(str(ctx.socket))
-                socks.append(sock)
-            for i, sock in enumerate(socks):
-                sock.sendall(encode_message({"jsonrpc": "2.0", "id": i, "method": "getLinuxBrokerVersion"}) + b"\n")
-            for i, sock in enumerate(socks):
-                line = read_line(sock, 10)
-                message = json.loads(line)
-                expect("result" in message and message["id"] == i,
-                       f"connection {i + 2} of 256 was not served: {short(message)}")
+            # One process over its quota: 64 served, the 65th refused, while the broker has room.
+            holder, report = hold_connections(ctx, 65)
+            holders.append(holder)
+            expect(report == {"served": 64, "refused": ["broker_busy"]},
+                   f"one process opening 65 connections: {report}")
+            release(holders)
+            holders.clear()
+            deadline = time.monotonic() + 10
+            while status.get_status()["connections"]["open"] != 1 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            # 255 more from four processes: all served; then the 257th connection in all is refused.
+            for count in (64, 64, 64, 63):
+                holder, report = hold_connections(ctx, count)
+                holders.append(holder)
+                expect(report == {"served": count, "refused": []}, f"a process holding {count}: {report}")
             extra = CheckedClient(str(ctx.socket))
             error = extra.wait_connection_error(10)
             assert error.raw is not None
@@ -2450,17 +2510,16 @@ def check_connection_limit(ctx: Context) -> None:
             expect(extra.wait_closed(10), "the connection over the limit was not closed")
             expect(len(extra.received) == 1, f"more than one line: {short(extra.received)}")
         finally:
-            for sock in socks:
-                sock.close()
+            release(holders)
     with ctx.client() as status:
         deadline = time.monotonic() + 10
         after = status.get_status()["connections"]
         while after["open"] != 1 and time.monotonic() < deadline:
             time.sleep(0.1)
             after = status.get_status()["connections"]
-        expect(after["refused"] == before["refused"] + 1, f"refused {before['refused']} -> {after['refused']}")
-        expect(after["accepted"] == before["accepted"] + 257, f"accepted {before['accepted']} -> {after['accepted']}"
-                                                              f", wanted +257 (255 served, 1 refused, this one)")
+        expect(after["refused"] == before["refused"] + 2, f"refused {before['refused']} -> {after['refused']}")
+        expect(after["accepted"] == before["accepted"] + 322, f"accepted {before['accepted']} -> {after['accepted']}"
+                                                              f", wanted +322 (65 + 255 + 1 refused + this one)")
         expect(after["open"] == 1, f"open {after['open']} after closing them")
 
 

@@ -32,14 +32,19 @@ struct JSONTape {
 
     let bytes: [UInt8]
     private(set) var nodes: [Node] = []
+    private let limits: JSONLimits
 
     /// The deepest nesting accepted; deeper documents are refused instead of recursing without bound.
     static let maximumDepth = 128
 
-    /// Parses `bytes` as one JSON value (surrounding whitespace allowed).
-    init(_ bytes: [UInt8]) throws(JSONSyntaxError) {
+    /// Parses `bytes` as one JSON value (surrounding whitespace allowed), within `limits`.
+    ///
+    /// Linear in the size of the document: duplicate keys are found through a hash of each key's unescaped bytes,
+    /// never by comparing each key with all earlier ones.
+    init(_ bytes: [UInt8], limits: JSONLimits = .document) throws(JSONSyntaxError) {
         self.bytes = bytes
-        nodes.reserveCapacity(max(8, bytes.count / 12))
+        self.limits = limits
+        nodes.reserveCapacity(min(max(8, bytes.count / 12), limits.maximumNodes))
         var position = 0
         try parseValue(&position, depth: 0)
         skipWhitespace(&position)
@@ -160,7 +165,7 @@ struct JSONTape {
         case UInt8(ascii: "["): try parseArray(&position, depth: depth + 1)
         case UInt8(ascii: "\""):
             let (start, end, escaped) = try scanString(&position)
-            append(.string, start: start, end: end, escaped: escaped)
+            try append(.string, start: start, end: end, escaped: escaped)
         case UInt8(ascii: "t"): try literal("true", .true, &position)
         case UInt8(ascii: "f"): try literal("false", .false, &position)
         case UInt8(ascii: "n"): try literal("null", .null, &position)
@@ -171,7 +176,15 @@ struct JSONTape {
         }
     }
 
-    private mutating func append(_ kind: Kind, start: Int, end: Int, escaped: Bool = false) {
+    private mutating func append(
+        _ kind: Kind,
+        start: Int,
+        end: Int,
+        escaped: Bool = false
+    ) throws(JSONSyntaxError) {
+        guard nodes.count < limits.maximumNodes else {
+            throw JSONSyntaxError("more than \(limits.maximumNodes) values in one document", at: start)
+        }
         nodes.append(
             Node(
                 kind: kind,
@@ -189,7 +202,7 @@ struct JSONTape {
         guard position + length <= bytes.count,
             word.withUTF8Buffer({ Array($0) }) == Array(bytes[position..<position + length])
         else { throw JSONSyntaxError("invalid literal", at: position) }
-        append(kind, start: position, end: position + length)
+        try append(kind, start: position, end: position + length)
         position += length
     }
 
@@ -220,7 +233,7 @@ struct JSONTape {
             }
             guard digits(&position) > 0 else { throw JSONSyntaxError("invalid number", at: start) }
         }
-        append(.number, start: start, end: position)
+        try append(.number, start: start, end: position)
     }
 
     /// Scans a string literal at `position` (on the opening quote); validates escapes and UTF-8.
@@ -274,7 +287,7 @@ struct JSONTape {
             throw JSONSyntaxError("nested deeper than \(Self.maximumDepth) arrays and objects", at: position)
         }
         let index = nodes.count
-        append(.array, start: position, end: position)
+        try append(.array, start: position, end: position)
         position += 1
         var count: Int32 = 0
         skipWhitespace(&position)
@@ -307,9 +320,9 @@ struct JSONTape {
             throw JSONSyntaxError("nested deeper than \(Self.maximumDepth) arrays and objects", at: position)
         }
         let index = nodes.count
-        append(.object, start: position, end: position)
+        try append(.object, start: position, end: position)
         position += 1
-        var keys: [Int] = []
+        var keys = KeyIndex()
         skipWhitespace(&position)
         if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
             position += 1
@@ -319,13 +332,15 @@ struct JSONTape {
                 guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else {
                     throw JSONSyntaxError("expected a quoted key", at: position)
                 }
+                guard keys.count < limits.maximumKeysPerObject else {
+                    throw JSONSyntaxError("more than \(limits.maximumKeysPerObject) keys in one object", at: position)
+                }
                 let keyIndex = nodes.count
                 let (start, end, escaped) = try scanString(&position)
-                append(.string, start: start, end: end, escaped: escaped)
-                if try isDuplicate(keyIndex, among: keys) {
+                try append(.string, start: start, end: end, escaped: escaped)
+                if try keys.insert(keyIndex, in: self) == false {
                     throw JSONSyntaxError("duplicate key \"\(try string(at: keyIndex).prefix(64))\"", at: start)
                 }
-                keys.append(keyIndex)
                 skipWhitespace(&position)
                 guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else {
                     throw JSONSyntaxError("expected :", at: position)
@@ -350,21 +365,66 @@ struct JSONTape {
         nodes[index].next = Int32(nodes.count)
     }
 
-    private func isDuplicate(_ keyIndex: Int, among keys: [Int]) throws(JSONSyntaxError) -> Bool {
-        let node = nodes[keyIndex]
-        let length = node.end - node.start
-        for other in keys {
-            let candidate = nodes[other]
-            if !node.escaped, !candidate.escaped {
-                guard candidate.end - candidate.start == length else { continue }
-                if bytes[Int(candidate.start)..<Int(candidate.end)] == bytes[Int(node.start)..<Int(node.end)] {
-                    return true
+    /// The keys of one object so far, for finding a duplicate in constant time per key.
+    ///
+    /// Small objects (the usual) compare each new key with the few before it; from ``linearLimit`` keys on, keys
+    /// are found through a hash of their unescaped bytes (Swift's `Hasher` is seeded per process, so a peer cannot
+    /// aim for collisions), and compared only with the keys of the same hash.
+    private struct KeyIndex {
+        static let linearLimit = 16
+        private(set) var count = 0
+        private var small: [Int] = []
+        private var byHash: [Int: [Int]] = [:]
+
+        /// Adds the key node at `index`; false when the object already has an equal key.
+        mutating func insert(_ index: Int, in tape: JSONTape) throws(JSONSyntaxError) -> Bool {
+            if count < Self.linearLimit {
+                for other in small where try tape.keysEqual(other, index) { return false }
+                small.append(index)
+                if small.count == Self.linearLimit {
+                    for key in small { byHash[try tape.keyHash(key), default: []].append(key) }
                 }
-            } else if try string(at: other) == string(at: keyIndex) {
-                return true
+            } else {
+                let hash = try tape.keyHash(index)
+                for other in byHash[hash] ?? [] where try tape.keysEqual(other, index) { return false }
+                byHash[hash, default: []].append(index)
+            }
+            count += 1
+            return true
+        }
+    }
+
+    /// The bytes a string node stands for, escapes decoded.
+    private func unescapedBytes(at index: Int) throws(JSONSyntaxError) -> [UInt8] {
+        let node = nodes[index]
+        guard node.escaped else { return Array(bytes[Int(node.start)..<Int(node.end)]) }
+        return Array(try unescape(Int(node.start)..<Int(node.end)).utf8)
+    }
+
+    /// A hash of a key's unescaped bytes.
+    fileprivate func keyHash(_ index: Int) throws(JSONSyntaxError) -> Int {
+        var hasher = Hasher()
+        let node = nodes[index]
+        if node.escaped {
+            let decoded = try unescapedBytes(at: index)
+            decoded.withUnsafeBytes { hasher.combine(bytes: $0) }
+        } else {
+            bytes.withUnsafeBytes { all in
+                hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: all[Int(node.start)..<Int(node.end)]))
             }
         }
-        return false
+        return hasher.finalize()
+    }
+
+    /// Whether two key nodes name the same key once escapes are decoded (`"a"` and `"\u0061"` do).
+    fileprivate func keysEqual(_ first: Int, _ second: Int) throws(JSONSyntaxError) -> Bool {
+        let one = nodes[first]
+        let two = nodes[second]
+        if !one.escaped, !two.escaped {
+            guard one.end - one.start == two.end - two.start else { return false }
+            return bytes[Int(one.start)..<Int(one.end)].elementsEqual(bytes[Int(two.start)..<Int(two.end)])
+        }
+        return try unescapedBytes(at: first) == unescapedBytes(at: second)
     }
 
     private func unescape(_ range: Range<Int>) throws(JSONSyntaxError) -> String {
@@ -434,6 +494,26 @@ struct JSONTape {
         default: nil
         }
     }
+}
+
+/// How much one document may hold: bounds that keep a hostile document's cost proportional to its size, and small.
+public struct JSONLimits: Sendable, Hashable {
+    /// The most values (of any kind, keys included) in the document.
+    public var maximumNodes: Int
+    /// The most keys in one object.
+    public var maximumKeysPerObject: Int
+
+    /// Creates limits.
+    public init(maximumNodes: Int, maximumKeysPerObject: Int) {
+        self.maximumNodes = maximumNodes
+        self.maximumKeysPerObject = maximumKeysPerObject
+    }
+
+    /// For a request frame (at most 1 MiB): far above any request the protocol defines.
+    public static let request = JSONLimits(maximumNodes: 1 << 16, maximumKeysPerObject: 1 << 12)
+
+    /// For documents: imported caches, answers (up to 64 MiB), stored entries.
+    public static let document = JSONLimits(maximumNodes: 1 << 23, maximumKeysPerObject: 1 << 20)
 }
 
 /// Why a document is not (strict) JSON: what, and at which byte.

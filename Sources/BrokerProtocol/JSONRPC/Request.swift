@@ -140,4 +140,11 @@ public struct RequestRejection: Error, Sendable {
     public var error: ErrorObject
     /// Whether the message was a JSON-RPC notification (no `id`), which gets no answer even when invalid.
     public var isNotification: Bool
+
+    /// Creates a rejection.
+    public init(id: RequestID?, error: ErrorObject, isNotification: Bool) {
+        self.id = id
+        self.error = error
+        self.isNotification = isNotification
+    }
 }

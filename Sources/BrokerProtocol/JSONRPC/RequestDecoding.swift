@@ -11,7 +11,7 @@ public import Foundation
 /// - Unknown method: `method_not_found`, with the request's id.
 /// - Params missing, of the wrong type, or with a wrong field: `invalid_params`, naming the field.
 public struct RequestDecoder: Sendable {
-    private let decoder = WireDecoder()
+    private let decoder = WireDecoder(limits: .request)
 
     /// Creates a decoder.
     public init() {}
@@ -93,6 +93,17 @@ private struct Envelope: Decodable {
             )
             return
         }
+        if case .string(let text)? = id, text.utf8.count > WireProtocol.maximumStringIdBytes {
+            outcome = .failure(
+                Self.reject(
+                    nil,
+                    .invalidRequest,
+                    "a string id is at most \(WireProtocol.maximumStringIdBytes) bytes long",
+                    notification: false
+                )
+            )
+            return
+        }
         // Only a well-formed request object without an id is a notification; anything malformed is answered
         // (with id null when none could be read), as JSON-RPC 2.0 requires.
         guard (try? container.decode(String.self, forKey: .jsonrpc)) == "2.0" else {
@@ -112,6 +123,18 @@ private struct Envelope: Decodable {
         }
         do {
             let call = try Self.decodeCall(method, from: container)
+            if let correlationId = call.correlationId, correlationId.utf8.count > WireProtocol.maximumCorrelationIdBytes
+            {
+                var rejection = Self.reject(
+                    id,
+                    .invalidParams,
+                    "params.correlationId: at most \(WireProtocol.maximumCorrelationIdBytes) bytes (a UUID has 36)",
+                    notification: isNotification
+                )
+                rejection.error.data?.field = "params.correlationId"
+                outcome = .failure(rejection)
+                return
+            }
             outcome = .success(IncomingRequest(id: id, isNotification: isNotification, call: call))
         } catch let error as DecodingError {
             let (message, field) = Self.describe(error)

@@ -12,9 +12,13 @@ public import Foundation
 public struct WireDecoder: Sendable {
     /// Values handed to every `init(from:)` through `decoder.userInfo`.
     public var userInfo: [CodingUserInfoKey: any Sendable] = [:]
+    /// How much one document may hold.
+    public var limits: JSONLimits
 
-    /// Creates a decoder.
-    public init() {}
+    /// Creates a decoder for documents within `limits`.
+    public init(limits: JSONLimits = .document) {
+        self.limits = limits
+    }
 
     /// Decodes a `T` from `data`.
     public func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
@@ -25,7 +29,7 @@ public struct WireDecoder: Sendable {
     public func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
         let tape: JSONTape
         do {
-            tape = try JSONTape(bytes)
+            tape = try JSONTape(bytes, limits: limits)
         } catch {
             throw DecodingError.dataCorrupted(
                 DecodingError.Context(codingPath: [], debugDescription: error.description, underlyingError: error)
@@ -38,8 +42,12 @@ public struct WireDecoder: Sendable {
 
 extension JSONValue {
     /// Parses a whole document strictly (duplicate keys, bad UTF-8 and excessive nesting are errors).
-    public static func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONValue {
-        let tape = try JSONTape(bytes)
+    ///
+    /// Two keys of one object that are different bytes but the same Swift `String` (`é` composed, and `e` with a
+    /// combining accent: equal after Unicode normalization) are refused too: a dictionary would keep only one, and
+    /// an entry would be lost without a word.
+    public static func parse(_ bytes: [UInt8], limits: JSONLimits = .document) throws(JSONSyntaxError) -> JSONValue {
+        let tape = try JSONTape(bytes, limits: limits)
         return try value(at: 0, in: tape)
     }
 
@@ -61,7 +69,13 @@ extension JSONValue {
             var object: [String: JSONValue] = [:]
             object.reserveCapacity(Int(tape.nodes[index].count))
             for member in tape.members(of: index) {
-                object[try tape.string(at: member.key)] = try value(at: member.value, in: tape)
+                let key = try tape.string(at: member.key)
+                guard object.updateValue(try value(at: member.value, in: tape), forKey: key) == nil else {
+                    throw JSONSyntaxError(
+                        "two keys equal after Unicode normalization (\"\(key.prefix(64))\"), which would merge",
+                        at: Int(tape.nodes[member.key].start)
+                    )
+                }
             }
             return .object(object)
         }
