@@ -75,10 +75,17 @@ public final class SocketServer: Service {
             listener.channel.close(promise: nil)
         }
         // Connections accepted while the listener closed may never have reached the loop above (apple/swift-nio
-        // #2813): answer and close them here rather than leave them open.
+        // #2813): answer and close them here rather than leave them open. One whose initializer finished after the
+        // listener closed was never registered with its event loop: a write to it would wait forever, so it is
+        // only closed (its peer sees the end of the stream, as if the broker had stopped a moment earlier).
         for leftover in unclaimed.takeAll() {
-            await Connection(accepted: leftover, settings: connections, metrics: metrics)
-                .refuse(ErrorObject(.brokerStopping, "the broker is stopping; retry on a new connection"))
+            let channel = leftover.channel.channel
+            if channel.isActive {
+                await Connection(accepted: leftover, settings: connections, metrics: metrics)
+                    .refuse(ErrorObject(.brokerStopping, "the broker is stopping; retry on a new connection"))
+            } else {
+                try? await channel.close()
+            }
             metrics.openConnections.subtract(1, ordering: .relaxed)
             metrics.closed(peer: leftover.caller.pid)
         }

@@ -3,6 +3,7 @@ import BrokerProtocol
 import BrokerTestSupport
 import Foundation
 import GRDB
+import Synchronization
 import Testing
 
 /// What the broker acknowledged survives `kill -9`; SIGTERM finishes what is in flight and exits 0.
@@ -98,6 +99,20 @@ struct DurabilityTests {
         Issue.record("never caught the import in flight in 5 attempts")
     }
 
+    /// SIGTERM while connections keep arriving: one accepted as the listener closes is closed too, and the daemon
+    /// exits 0 (a connection that raced the close once left it waiting forever on a channel that was never
+    /// registered).
+    @Test(arguments: 1...8)
+    func stopsWhileConnectionsArrive(round: Int) async throws {
+        let directory = try TemporaryDirectory(prefix: "race")
+        let daemon = try await DaemonProcess.start(in: directory)
+        let connector = Connector(socketPath: daemon.socketPath)
+        connector.start()
+        defer { connector.stop() }
+        try await connector.waitForConnections(10)
+        #expect(try await daemon.stop(timeout: .seconds(20)) == 0, "\(daemon.log)")
+    }
+
     /// Polls getStatus until a request is in flight; false when none was seen for a second.
     private func waitForInFlightRequest(_ socketPath: String) async throws -> Bool {
         let status = Array((#"{"jsonrpc":"2.0","id":9,"method":"getStatus"}"# + "\n").utf8)
@@ -119,5 +134,35 @@ actor AcknowledgedImports {
 
     func add(_ username: String) {
         usernames.insert(username)
+    }
+}
+
+/// Connects and closes on a thread of its own, as fast as it can, until stopped or the socket is gone.
+final class Connector: Sendable {
+    private let socketPath: String
+    private let state = Mutex((connections: 0, stopped: false))
+
+    init(socketPath: String) {
+        self.socketPath = socketPath
+    }
+
+    func start() {
+        Thread.detachNewThread { [self] in
+            while !state.withLock({ $0.stopped }) {
+                guard UnixSocket.canConnect(socketPath) else { return }
+                state.withLock { $0.connections += 1 }
+            }
+        }
+    }
+
+    func stop() {
+        state.withLock { $0.stopped = true }
+    }
+
+    /// Waits until this many connections were made.
+    func waitForConnections(_ count: Int) async throws {
+        while state.withLock({ $0.connections }) < count {
+            try await Task.sleep(for: .milliseconds(5))
+        }
     }
 }
