@@ -49,6 +49,9 @@ let package = Package(
     targets: [
         // The wire contract: JSON-RPC envelope, params and results, error codes, limits. Foundation only.
         .target(name: "BrokerProtocol", swiftSettings: swiftSettings),
+        // The user's configuration file (tokenbrokerd.conf), which the daemon reads and the CLI adds browser profiles
+        // to. Foundation only.
+        .target(name: "BrokerSettings", swiftSettings: swiftSettings),
         // The async Swift client apps link: no cache, OAuth or server code.
         .target(
             name: "BrokerClient",
@@ -65,7 +68,8 @@ let package = Package(
         .target(
             name: "BrokerOAuth",
             dependencies: [
-                "BrokerProtocol", asyncHTTPClient, nioCore, nioPosix, nioHTTP1, nioSSL, crypto, cryptoExtras, logging,
+                "BrokerProtocol", "CLinuxSupport", asyncHTTPClient, nioCore, nioPosix, nioHTTP1, nioSSL, crypto,
+                cryptoExtras, logging,
             ],
             swiftSettings: swiftSettings
         ),
@@ -82,6 +86,9 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
+        // Linux calls Swift's Glibc module does not declare (_GNU_SOURCE, variadic): closefrom in posix_spawn, prctl,
+        // madvise, SO_PEERPIDFD.
+        .target(name: "CLinuxSupport"),
         // The daemon's side of systemd: socket activation, notify and watchdog, the journald log handler.
         .target(name: "BrokerSystemd", dependencies: ["CSystemd", logging], swiftSettings: swiftSettings),
         // The Unix-socket server: framing, peer credentials, limits, JSON-RPC dispatch.
@@ -95,13 +102,13 @@ let package = Package(
             name: "tokenbrokerd",
             dependencies: [
                 "BrokerServer", "BrokerCore", "BrokerCache", "BrokerOAuth", "BrokerProtocol", "BrokerSystemd",
-                argumentParser, logging, serviceLifecycle, unixSignals, nioCore, nioPosix,
+                "BrokerSettings", argumentParser, logging, serviceLifecycle, unixSignals, nioCore, nioPosix,
             ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "tokenbroker",
-            dependencies: ["BrokerClient", "BrokerProtocol", argumentParser],
+            dependencies: ["BrokerClient", "BrokerProtocol", "BrokerSettings", argumentParser],
             swiftSettings: swiftSettings
         ),
         // Benchmark driver (release build, never a test).
@@ -118,16 +125,18 @@ let package = Package(
                 "BrokerProtocol", nioCore, nioPosix, nioHTTP1, nioSSL, x509, asn1, crypto, cryptoExtras, argumentParser,
             ],
             path: "Tests/TestIdentityProvider",
+            exclude: ["README.md", "smoke_test.sh"],
             swiftSettings: swiftSettings
         ),
         // Test-only helpers: temporary directories, starting the built daemon, cache fixtures.
         .target(
             name: "BrokerTestSupport",
-            dependencies: ["BrokerProtocol", "BrokerClient", "BrokerCache", "BrokerOAuth", logging],
+            dependencies: ["BrokerProtocol", "BrokerClient", "BrokerCache", "BrokerOAuth", "BrokerSettings", logging],
             path: "Tests/BrokerTestSupport",
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "BrokerProtocolTests", dependencies: ["BrokerProtocol"], swiftSettings: swiftSettings),
+        .testTarget(name: "BrokerSettingsTests", dependencies: ["BrokerSettings"], swiftSettings: swiftSettings),
         .testTarget(
             name: "BrokerCacheTests",
             dependencies: ["BrokerCache", "BrokerProtocol", "BrokerTestSupport", grdb],

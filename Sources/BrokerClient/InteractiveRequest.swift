@@ -19,8 +19,11 @@ public struct InteractiveRequest: Sendable, Hashable {
     public var authority: String?
     /// How the sign-in is shown (MSAL's `webviewType`).
     public var webviewType: WebviewType
-    /// For ``WebviewType/customBrowser``: the program and its arguments; the URL is appended.
-    public var browserCommand: [String]?
+    /// For ``WebviewType/customBrowser``: the name of a browser profile of the user's configuration.
+    ///
+    /// Profiles are `browser.<name> = <command>` lines in `tokenbrokerd.conf`; an app never names a program for the
+    /// broker to run.
+    public var browserProfile: String?
     /// The account to sign in again; when its tokens already answer, no sign-in is shown.
     public var account: AccountSelector?
     /// `login`, `select_account`, `consent`, `none`, `create`.
@@ -50,7 +53,7 @@ public struct InteractiveRequest: Sendable, Hashable {
         resource: String? = nil,
         authority: String? = nil,
         webviewType: WebviewType = .default,
-        browserCommand: [String]? = nil,
+        browserProfile: String? = nil,
         account: AccountSelector? = nil,
         prompt: String? = nil,
         loginHint: String? = nil,
@@ -67,7 +70,7 @@ public struct InteractiveRequest: Sendable, Hashable {
         self.resource = resource
         self.authority = authority
         self.webviewType = webviewType
-        self.browserCommand = browserCommand
+        self.browserProfile = browserProfile
         self.account = account
         self.prompt = prompt
         self.loginHint = loginHint
@@ -80,10 +83,10 @@ public struct InteractiveRequest: Sendable, Hashable {
         self.correlationId = correlationId
     }
 
-    /// The variables of this process a browser needs to appear in its session.
+    /// The variables of this process that say where its display is, so the browser appears there: the broker
+    /// takes these and nothing else from a client.
     public static let sessionVariables = [
-        "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "BROWSER", "XDG_RUNTIME_DIR", "XDG_SESSION_TYPE",
-        "XDG_CURRENT_DESKTOP", "XDG_DATA_DIRS", "XDG_CONFIG_DIRS", "DBUS_SESSION_BUS_ADDRESS",
+        "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_SESSION_TYPE", "XDG_CURRENT_DESKTOP",
     ]
 
     /// This process's values of ``sessionVariables``.
@@ -112,7 +115,7 @@ public struct InteractiveRequest: Sendable, Hashable {
                 additionalQueryParametersForAuthorization: extraQueryParameters.isEmpty ? nil : extraQueryParameters
             ),
             webviewType: webviewType,
-            browserCommand: browserCommand,
+            browserProfile: browserProfile,
             environment: environment,
             timeoutSeconds: timeout.map { max(1, Int($0.components.seconds)) },
             correlationId: correlationId

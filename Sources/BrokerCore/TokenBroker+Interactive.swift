@@ -8,8 +8,10 @@ import Logging
 struct SignInRequest: Sendable {
     let silent: SilentRequest
     let webviewType: WebviewType
-    let browserCommand: [String]
-    let environment: [String: String]
+    /// For `customBrowser`: the profile's command, from the user's configuration.
+    let browserProfile: [String]
+    /// The caller's display variables, and nothing else of its environment.
+    let display: [String: String]
     let timeout: Duration
     let prompt: String?
     let loginHint: String?
@@ -21,15 +23,37 @@ struct SignInRequest: Sendable {
     init(_ params: AcquireTokenInteractivelyParams, broker: TokenBroker) throws(BrokerFailure) {
         let parameters = params.authParameters
         silent = try SilentRequest(parameters, broker: broker)
-        environment = params.environment ?? [:]
-        let graphical = [environment["DISPLAY"], environment["WAYLAND_DISPLAY"]].contains { !($0 ?? "").isEmpty }
+        if params.browserCommand != nil {
+            throw BrokerFailure.invalidParams(
+                "params.browserCommand",
+                "a client may not name a program for the broker to run; name a browser profile of the user's "
+                    + "configuration in browserProfile (browser.<name> = <command> in tokenbrokerd.conf)"
+            )
+        }
+        display = (params.environment ?? [:]).filter { BrowserLauncher.displayVariables.contains($0.key) }
+        let graphical = [display["DISPLAY"], display["WAYLAND_DISPLAY"]].contains { !($0 ?? "").isEmpty }
         switch params.webviewType ?? .default {
         case .default: webviewType = graphical ? .systemBrowser : .deviceCode
         case let chosen: webviewType = chosen
         }
-        browserCommand = params.browserCommand ?? []
-        if webviewType == .customBrowser, browserCommand.first?.isEmpty ?? true {
-            throw BrokerFailure.invalidParams("params.browserCommand", "customBrowser needs the command to run")
+        if webviewType == .customBrowser {
+            let settings = broker.configuration.browsers()
+            guard let name = params.browserProfile, !name.isEmpty else {
+                throw BrokerFailure.invalidParams(
+                    "params.browserProfile",
+                    "customBrowser needs the name of a browser profile of \(settings.configurationPath)"
+                )
+            }
+            guard let command = settings.profiles[name] else {
+                throw BrokerFailure.invalidParams(
+                    "params.browserProfile",
+                    "no browser profile \(TokenBroker.shortened(name)) in \(settings.configurationPath); add "
+                        + "browser.\(TokenBroker.shortened(name)) = <command> there"
+                )
+            }
+            browserProfile = command
+        } else {
+            browserProfile = []
         }
         redirectUri = parameters.redirectUri.flatMap { $0.isEmpty ? nil : $0 }
         if webviewType == .embedded {
@@ -282,6 +306,7 @@ extension TokenBroker {
     ) async throws(BrokerFailure) -> TokenResult {
         let correlationId = request.correlationId
         let loopback = request.loopback
+        let settings = configuration.browsers()
         let receiver: LoopbackRedirectReceiver
         do {
             receiver = try await LoopbackRedirectReceiver.start(
@@ -301,19 +326,20 @@ extension TokenBroker {
             flow.attach(grant)
             let url = grant.authorizationURL.absoluteString
             await flow.notify(.webAuthDidStartLoad(WebAuthLoadNotification(correlationId: correlationId, url: url)))
+            // The browser gets the listener's one-time start page, never the authorization URL itself: a command
+            // line is readable by every local user, and the URL's state would let one complete this sign-in.
+            let start = receiver.startPage(redirectingTo: grant.authorizationURL)
             let browser: LaunchedBrowser
             do {
                 browser =
                     request.webviewType == .customBrowser
-                    ? try await BrowserLauncher.openCustomBrowser(
-                        grant.authorizationURL,
-                        command: request.browserCommand,
-                        environment: request.environment
+                    ? try await BrowserLauncher.open(
+                        start,
+                        profile: request.browserProfile,
+                        settings: settings,
+                        display: request.display
                     )
-                    : try await BrowserLauncher.openSystemBrowser(
-                        grant.authorizationURL,
-                        environment: request.environment
-                    )
+                    : try await BrowserLauncher.openSystemBrowser(start, settings: settings, display: request.display)
             } catch {
                 throw BrokerFailure.invalidParams("params.webviewType", error.reason)
             }

@@ -106,15 +106,19 @@ public struct BrokerConfiguration: Sendable {
     public var retryPolicy: RetryPolicy
     /// How long an interactive sign-in may take when the app does not say.
     public var interactiveTimeout: Duration
+    /// The browsers the user configured, read when a sign-in starts (so a profile the CLI just saved is there).
+    public var browsers: @Sendable () -> BrowserSettings
 
     /// Creates a configuration.
     public init(
         entraHosts: Set<String> = [],
         retryPolicy: RetryPolicy = RetryPolicy(),
-        interactiveTimeout: Duration = .seconds(300)
+        interactiveTimeout: Duration = .seconds(300),
+        browsers: @escaping @Sendable () -> BrowserSettings = { BrowserSettings() }
     ) {
         self.entraHosts = entraHosts
         self.retryPolicy = retryPolicy
         self.interactiveTimeout = interactiveTimeout
+        self.browsers = browsers
     }
 }

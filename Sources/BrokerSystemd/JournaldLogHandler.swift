@@ -71,10 +71,13 @@ public struct JournaldLogHandler: LogHandler {
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let extra = event.metadata { merged.merge(extra) { _, new in new } }
         var fields = [
-            "MESSAGE=\(event.message)", "PRIORITY=\(Self.priority(event.level))", "SYSLOG_IDENTIFIER=\(identifier)",
+            "MESSAGE=\(LogSanitizer.clean(event.message.description))", "PRIORITY=\(Self.priority(event.level))",
+            "SYSLOG_IDENTIFIER=\(identifier)",
             "CODE_FILE=\(event.file)", "CODE_LINE=\(event.line)", "CODE_FUNC=\(event.function)", "LOGGER=\(label)",
         ]
-        for (key, value) in merged.sorted(by: { $0.key < $1.key }) { fields.append("\(Self.fieldName(key))=\(value)") }
+        for (key, value) in merged.sorted(by: { $0.key < $1.key }) {
+            fields.append("\(Self.fieldName(key))=\(LogSanitizer.clean(value))")
+        }
         return fields
     }
 

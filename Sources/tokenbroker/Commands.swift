@@ -1,6 +1,7 @@
 public import ArgumentParser
 import BrokerClient
 public import BrokerProtocol
+import BrokerSettings
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -181,9 +182,13 @@ struct Login: AsyncParsableCommand {
         discussion: """
             --webview picks how the sign-in is shown:
               default      the browser when this session has a display (DISPLAY or WAYLAND_DISPLAY), else a device code
-              system       $BROWSER, else xdg-open, with the redirect caught on 127.0.0.1
-              custom       the program of --browser-command, run with the sign-in URL as its last argument
+              system       the broker's browser: system-browser of tokenbrokerd.conf, its $BROWSER, else
+                           xdg-open; the redirect is caught on 127.0.0.1
+              custom       the browser profile of --browser-command (a private window, another browser)
               device-code  a code to enter on another device
+            --browser-command names a profile of tokenbrokerd.conf (browser.<name> = <command>), or is a
+            command line, which is saved there as a profile first: only your configuration names
+            programs the broker runs, never a client.
             Progress goes to stderr; stdout gets the result (with --json, all of it).
             """
     )
@@ -205,7 +210,10 @@ struct Login: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var app: AppOptions
     @Option(help: "How the sign-in is shown: default, system, custom or device-code.") var webview: Webview = .default
-    @Option(help: "For --webview custom: the program and its arguments (quoted as in a shell).")
+    @Option(
+        help:
+            "For --webview custom: a browser profile of tokenbrokerd.conf, or a command line (quoted as in a shell) to save as one."
+    )
     var browserCommand: String?
     @Option(help: "The username to pre-fill; also lets a signed-in account skip the sign-in.") var loginHint: String?
     @Option(help: "The account to sign in again: identifier or username.") var account: String?
@@ -221,13 +229,17 @@ struct Login: AsyncParsableCommand {
         if browserCommand != nil, webview != .custom {
             throw ValidationError("--browser-command goes with --webview custom")
         }
-        if let browserCommand, Format.shellWords(browserCommand) == nil {
-            throw ValidationError("--browser-command has an unclosed quote")
+        if let browserCommand {
+            guard let words = ShellWords.split(browserCommand) else {
+                throw ValidationError("--browser-command has an unclosed quote")
+            }
+            if words.isEmpty { throw ValidationError("--browser-command is empty") }
         }
         if let timeout, timeout < 1 { throw ValidationError("--timeout must be at least 1") }
     }
 
     func run() async throws {
+        let profile = try browserCommand.map(browserProfile)
         try await withBroker(connection) { broker in
             let request = InteractiveRequest(
                 clientId: app.clientId,
@@ -235,7 +247,7 @@ struct Login: AsyncParsableCommand {
                 resource: app.resource,
                 authority: app.authority,
                 webviewType: webview.webviewType,
-                browserCommand: browserCommand.flatMap(Format.shellWords),
+                browserProfile: profile,
                 account: account.map(AccountSelector.init(identifierOrUsername:)),
                 prompt: prompt,
                 loginHint: loginHint,
@@ -258,6 +270,41 @@ struct Login: AsyncParsableCommand {
             let source = result.tokenSource == .cache ? " (already signed in)" : ""
             Output.line("signed in as \(who)\(source)")
         }
+    }
+}
+
+extension Login {
+    /// The profile `--browser-command` names: one of the configuration's, or a command line saved as a new one
+    /// (named after its program), which the broker reads when the sign-in starts.
+    func browserProfile(_ value: String) throws -> String {
+        let file = ConfigurationFile()
+        let profiles = file.read().browserProfiles
+        if profiles[value] != nil { return value }
+        guard let command = ShellWords.split(value), let program = command.first else {
+            throw ValidationError("--browser-command names no profile and no command")
+        }
+        let base = String(
+            (program.split(separator: "/").last ?? "browser").lowercased()
+                .map { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") ? $0 : "-" }
+                .prefix(40)
+        )
+        let stem = ConfigurationFile.isProfileName(base) ? base : "browser"
+        var name = stem
+        var suffix = 2
+        while let existing = profiles[name], existing != command {
+            name = "\(stem)-\(suffix)"
+            suffix += 1
+        }
+        if profiles[name] == nil {
+            do {
+                try file.saveBrowserProfile(name, command: command)
+            } catch {
+                Output.error("cannot save the browser profile in \(file.url.path): \(error)")
+                throw ExitCode(73)
+            }
+            Output.progress("Saved the browser command as profile \"\(name)\" in \(file.url.path).")
+        }
+        return name
     }
 }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import BrokerProtocol
+import BrokerSettings
 import Glibc
 
 #if canImport(FoundationEssentials)
@@ -41,51 +42,8 @@ enum Format {
         return parts.joined(separator: " ")
     }
 
-    /// Splits a command line into words as a POSIX shell would for plain words, '…' and "…" (with \\ escapes outside
-    /// single quotes); nil when a quote is not closed.
-    ///
-    /// No expansion of any kind.
-    static func shellWords(_ text: String) -> [String]? {
-        var words: [String] = []
-        var current = ""
-        var inWord = false
-        var quote: Character?
-        var escaped = false
-        for character in text {
-            if escaped {
-                current.append(character)
-                escaped = false
-                continue
-            }
-            switch (quote, character) {
-            case (nil, "\\"), ("\"", "\\"):
-                escaped = true
-                inWord = true
-            case (nil, "'"), (nil, "\""):
-                quote = character
-                inWord = true
-            case ("'", "'"), ("\"", "\""):
-                quote = nil
-            case (nil, " "), (nil, "\t"), (nil, "\n"):
-                if inWord { words.append(current) }
-                current = ""
-                inWord = false
-            default:
-                current.append(character)
-                inWord = true
-            }
-        }
-        guard quote == nil, !escaped else { return nil }
-        if inWord { words.append(current) }
-        return words
-    }
-
     static func shellQuoted(_ text: String) -> String {
-        let safe = text.unicodeScalars.allSatisfy {
-            ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)))
-                || "-_./:=@".unicodeScalars.contains($0)
-        }
-        return safe ? text : "'" + text.replacing("'", with: "'\\''") + "'"
+        ShellWords.quote(text)
     }
 }
 

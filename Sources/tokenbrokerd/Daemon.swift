@@ -4,6 +4,7 @@ import BrokerCore
 import BrokerOAuth
 import BrokerProtocol
 import BrokerServer
+import BrokerSettings
 import BrokerSystemd
 import Foundation
 import Logging
@@ -178,7 +179,17 @@ struct Daemon: AsyncParsableCommand {
                     requestTimeout: .seconds(idpTimeout),
                     unavailableWindow: .seconds(idpUnavailableWindow)
                 ),
-                interactiveTimeout: .seconds(interactiveTimeout)
+                interactiveTimeout: .seconds(interactiveTimeout),
+                browsers: {
+                    // Read at each sign-in: a profile the CLI just saved is there without a reload.
+                    let file = settings.read()
+                    return BrowserSettings(
+                        profiles: file.browserProfiles,
+                        systemBrowser: file.systemBrowser,
+                        environment: environment,
+                        configurationPath: settings.url.path
+                    )
+                }
             ),
             logger: logger,
             audit: audit,

@@ -137,6 +137,21 @@ import Testing
     }
 }
 
+@Suite struct AuthorityTests {
+    /// Plain http is for loopback only.
+    ///
+    /// That is an IP literal in 127.0.0.0/8, ::1, or exactly localhost; a name that merely starts with 127. is anyone's.
+    @Test(arguments: [
+        ("http://127.0.0.1:8080/tenant", true), ("http://127.8.9.10/tenant", true), ("http://[::1]:9/tenant", true),
+        ("http://localhost/tenant", true), ("http://LOCALHOST/tenant", true), ("http://127.evil.example/tenant", false),
+        ("http://127.0.0.1.evil.example/tenant", false), ("http://localhost.evil.example/tenant", false),
+        ("http://[::2]/tenant", false), ("http://128.0.0.1/tenant", false), ("http://0x7f000001/tenant", false),
+    ])
+    func allowsPlainHTTPOnLoopbackOnly(url: String, allowed: Bool) {
+        #expect(((try? Authority(parsing: url)) != nil) == allowed, "\(url)")
+    }
+}
+
 @Suite struct DiscoveryTests {
     @Test func findsTheDocumentOfEachKindOfAuthority() throws {
         let entra = try Authority(parsing: "https://login.microsoftonline.com/common")

@@ -41,6 +41,97 @@ import Testing
         await receiver.close()
     }
 
+    /// The start page sends the browser on to the authorization URL with a 302; the address holds only a random
+    /// path, and other paths of that shape are not found.
+    @Test func servesTheStartPage() async throws {
+        let receiver = try await LoopbackRedirectReceiver.start { _ in .reject("no") }
+        let target = testURL("https://idp.example/authorize?client_id=x&state=secret-state&code_challenge=c")
+        let start = receiver.startPage(redirectingTo: target)
+        #expect(start.absoluteString.hasPrefix("http://127.0.0.1:\(receiver.port)/tokenbroker/start/"))
+        #expect(!start.absoluteString.contains("state") && !start.absoluteString.contains("idp.example"))
+        let response = try await AsyncHTTPTransport.shared.send(
+            HTTPRequest(method: .get, url: start),
+            timeout: .seconds(5)
+        )
+        #expect(response.status == 302)
+        #expect(response.header("Location") == target.absoluteString)
+        #expect(response.header("Cache-Control") == "no-store" && response.header("Referrer-Policy") == "no-referrer")
+        #expect(try await get("http://127.0.0.1:\(receiver.port)/tokenbroker/start/guessed") == 404)
+        await receiver.close()
+    }
+
+    /// With localhost, the listener answers on ::1 as well, where the machine has IPv6: a browser may resolve
+    /// localhost to either.
+    @Test func listensOnBothLoopbacksForLocalhost() async throws {
+        let receiver = try await LoopbackRedirectReceiver.start(host: "localhost", path: "/cb") { _ in
+            .accept(succeeded: true)
+        }
+        let ipv6 = socket(AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
+        var any = sockaddr_in6()
+        any.sin6_family = sa_family_t(AF_INET6)
+        any.sin6_addr = in6addr_loopback
+        let hasIPv6 = withUnsafePointer(to: &any) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(ipv6, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) == 0
+            }
+        }
+        close(ipv6)
+        if hasIPv6 {
+            #expect(try await get("http://[::1]:\(receiver.port)/elsewhere") == 404)
+        }
+        #expect(try await get("http://127.0.0.1:\(receiver.port)/elsewhere") == 404)
+        await receiver.close()
+    }
+
+    /// A flood is held to 16 connections at once (the 17th is closed unanswered), each closed after its request
+    /// timeout at the latest; closing the receiver closes every connection still open.
+    @Test func boundsItsConnectionsAndClosesThemAll() async throws {
+        let receiver = try await LoopbackRedirectReceiver.start { _ in .reject("no") }
+        var held: [Int32] = []
+        defer { for fd in held { close(fd) } }
+        for _ in 0..<LoopbackRedirectReceiver.maximumConnections {
+            held.append(try tcpConnect(port: receiver.port))
+        }
+        try await waitUntil { receiver.openConnections == LoopbackRedirectReceiver.maximumConnections }
+        let extra = try tcpConnect(port: receiver.port)
+        defer { close(extra) }
+        #expect(await UnixSocket.isClosedByPeer(extra))
+        #expect(receiver.openConnections == LoopbackRedirectReceiver.maximumConnections)
+        await receiver.close()
+        #expect(receiver.openConnections == 0)
+        for fd in held { #expect(await UnixSocket.isClosedByPeer(fd)) }
+    }
+
+    /// A TCP connection to 127.0.0.1:`port`, with a receive timeout.
+    func tcpConnect(port: Int) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw TestSetupError("connect: \(errno)")
+        }
+        var timeout = timeval(tv_sec: 15, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        return fd
+    }
+
+    /// Polls `condition` until it holds (10 s at most).
+    func waitUntil(_ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition() {
+            guard ContinuousClock.now < deadline else { throw TestSetupError("the condition never held") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     @Test func waitingEndsWhenTheTaskIsCanceled() async throws {
         let receiver = try await LoopbackRedirectReceiver.start { _ in .reject("no") }
         let waiter = Task { await receiver.redirect() }
@@ -52,7 +143,7 @@ import Testing
 }
 
 @Suite(.serialized) struct BrowserLauncherTests {
-    let url = testURL("https://idp.example/authorize?client_id=x&state=s")
+    let url = testURL("http://127.0.0.1:4711/tokenbroker/start/0123")
 
     /// A script that records its arguments and exits with `status`.
     func recorder(in directory: TemporaryDirectory, status: Int = 0) throws -> (script: String, log: String) {
@@ -67,22 +158,41 @@ import Testing
         return (script, log)
     }
 
-    @Test func runsTheCustomCommandWithTheURLLast() async throws {
+    /// Settings as the daemon builds them: the configuration's profiles and system browser, its own environment.
+    func settings(
+        profiles: [String: [String]] = [:],
+        systemBrowser: [String]? = nil,
+        environment: [String: String] = ["PATH": "/usr/bin:/bin"]
+    ) -> BrowserSettings {
+        BrowserSettings(profiles: profiles, systemBrowser: systemBrowser, environment: environment)
+    }
+
+    @Test func runsTheProfileWithTheURLLastOrInPlaceOfPercentS() async throws {
         let directory = try TemporaryDirectory()
         let (script, log) = try recorder(in: directory)
-        let browser = try await BrowserLauncher.openCustomBrowser(
+        let browser = try await BrowserLauncher.open(
             url,
-            command: [script, "--new-window", "with space"],
-            environment: [:]
+            profile: [script, "--new-window", "with space"],
+            settings: settings(),
+            display: [:]
         )
         #expect(await browser.exitStatus() == 0)
         let arguments = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
         #expect(arguments == ["--new-window", "with space", url.absoluteString])
+        let again = try await BrowserLauncher.open(
+            url,
+            profile: [script, "--app=%s", "x"],
+            settings: settings(),
+            display: [:]
+        )
+        #expect(await again.exitStatus() == 0)
+        let replaced = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(replaced == ["--app=\(url.absoluteString)", "x"])
     }
 
     /// The browser gets a session's process state, not the daemon's: no blocked or ignored signals (so Ctrl-C and
-    /// SIGTERM reach it), its own process group, stdin on /dev/null.
-    @Test func startsTheBrowserWithSignalsUnblocked() async throws {
+    /// SIGTERM reach it), its own process group, stdin on /dev/null, and no descriptor of the daemon's beyond 0–2.
+    @Test func startsTheBrowserWithSignalsUnblockedAndNoDescriptorOfOurs() async throws {
         let directory = try TemporaryDirectory()
         let report = directory.path("state.txt")
         let script = directory.path("browser.sh")
@@ -92,10 +202,15 @@ import Testing
         #!/bin/sh
         echo "pgid $(ps -o pgid= -p $$ | tr -d ' ') pid $$" > \(report)
         readlink /proc/$$/fd/0 >> \(report)
+        ls /proc/$$/fd | tr '\\n' ' ' | sed 's/^/fds /' >> \(report)
+        echo >> \(report)
         exec grep -E '^Sig(Blk|Ign):' /proc/self/status >> \(report)
 
         """.write(toFile: script, atomically: true, encoding: .utf8)
         chmod(script, 0o700)
+        // A descriptor of ours without close-on-exec, as an inherited one would be: the browser must not get it.
+        let leaked = open("/dev/null", O_RDONLY)
+        defer { close(leaked) }
         // Block every signal on this thread first, as a server's threads may have them: the child must not
         // inherit that.
         var all = sigset_t()
@@ -104,7 +219,7 @@ import Testing
         pthread_sigmask(SIG_SETMASK, &all, &previous)
         let browser: LaunchedBrowser
         do {
-            browser = try await BrowserLauncher.openCustomBrowser(url, command: [script], environment: [:])
+            browser = try await BrowserLauncher.open(url, profile: [script], settings: settings(), display: [:])
         } catch {
             pthread_sigmask(SIG_SETMASK, &previous, nil)
             throw error
@@ -120,46 +235,70 @@ import Testing
         let group = lines.first { $0.hasPrefix("pgid ") }?.split(separator: " ")
         #expect(group?.count == 4 && group?[1] == group?[3], "\(lines)")
         #expect(lines.contains("/dev/null"))
+        // 0–2, and the script itself, which sh opens as a descriptor of its own (dash: 10).
+        let descriptors = lines.first { $0.hasPrefix("fds ") }?.dropFirst(4).split(separator: " ").compactMap {
+            Int($0)
+        }
+        #expect(descriptors?.filter { $0 > 2 && $0 != 10 } == [], "\(lines)")
+        #expect(descriptors?.contains(Int(leaked)) == false || leaked == 10, "\(lines)")
     }
 
     @Test func failsClearlyWhenTheCommandFailsOrIsMissing() async throws {
         let directory = try TemporaryDirectory()
         let (script, _) = try recorder(in: directory, status: 3)
         await #expect {
-            _ = try await BrowserLauncher.openCustomBrowser(url, command: [script], environment: [:])
+            _ = try await BrowserLauncher.open(url, profile: [script], settings: settings(), display: [:])
         } throws: { error in
             "\(error)".contains("exited with status 3")
         }
         await #expect {
-            _ = try await BrowserLauncher.openCustomBrowser(url, command: ["/nonexistent/browser"], environment: [:])
+            _ = try await BrowserLauncher.open(
+                url,
+                profile: ["/nonexistent/browser"],
+                settings: settings(),
+                display: [:]
+            )
         } throws: { error in
             "\(error)".contains("not found")
         }
     }
 
-    @Test func triesEachBrowserEntryThenXdgOpen() async throws {
+    /// systemBrowser: the configuration's system-browser, then each entry of the daemon's own $BROWSER, then
+    /// xdg-open; the first that starts wins.
+    @Test func triesTheConfiguredBrowserThenBROWSERThenXdgOpen() async throws {
         let directory = try TemporaryDirectory()
         let (script, log) = try recorder(in: directory)
         let browser = try await BrowserLauncher.openSystemBrowser(
             url,
-            environment: ["BROWSER": "/nonexistent/first:\(script) --private %s", "PATH": "/usr/bin:/bin"]
+            settings: settings(
+                systemBrowser: ["/nonexistent/configured"],
+                environment: ["BROWSER": "/nonexistent/first:\(script) --private %s", "PATH": "/usr/bin:/bin"]
+            ),
+            display: [:]
         )
         #expect(await browser.exitStatus() == 0)
         let arguments = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
         #expect(arguments == ["--private", url.absoluteString])
     }
 
-    /// The browser's session comes from the caller only; the daemon's own display never leaks in, and the caller
-    /// cannot inject arbitrary variables.
-    @Test func takesTheSessionFromTheCallerOnly() {
-        let own = ["DISPLAY": ":0", "BROWSER": "daemon-browser", "PATH": "/usr/bin", "HOME": "/home/u", "TERM": "x"]
-        let caller = ["WAYLAND_DISPLAY": "wayland-1", "PATH": "/opt/bin:/usr/bin", "LD_PRELOAD": "/tmp/evil.so"]
-        let environment = BrowserLauncher.childEnvironment(caller, own: own)
+    /// The browser's display comes from the caller, and nothing else does: no program, no PATH, no library to
+    /// preload; the daemon passes its own few basic variables (PATH, HOME, the language), and not the rest of its
+    /// environment (a service's variables, secrets).
+    @Test func takesTheDisplayFromTheCallerAndLittleElse() {
+        let own = [
+            "DISPLAY": ":0", "BROWSER": "daemon-browser", "PATH": "/usr/bin", "HOME": "/home/u", "LC_TIME": "C",
+            "AWS_SECRET_ACCESS_KEY": "s3cr3t", "NOTIFY_SOCKET": "/run/n", "TERM": "x",
+        ]
+        let caller = [
+            "WAYLAND_DISPLAY": "wayland-1", "PATH": "/opt/bin", "LD_PRELOAD": "/tmp/evil.so", "BROWSER": "/tmp/evil",
+            "XAUTHORITY": "/run/user/1/xauth",
+        ]
+        let environment = BrowserLauncher.childEnvironment(display: caller, own: own)
+        #expect(environment["WAYLAND_DISPLAY"] == "wayland-1" && environment["XAUTHORITY"] == "/run/user/1/xauth")
         #expect(environment["DISPLAY"] == nil && environment["BROWSER"] == nil)
-        #expect(environment["WAYLAND_DISPLAY"] == "wayland-1")
-        #expect(environment["PATH"] == "/opt/bin:/usr/bin")
-        #expect(environment["HOME"] == "/home/u" && environment["TERM"] == "x")
-        #expect(environment["LD_PRELOAD"] == nil)
+        #expect(environment["PATH"] == "/usr/bin" && environment["HOME"] == "/home/u" && environment["LC_TIME"] == "C")
+        #expect(environment["LD_PRELOAD"] == nil && environment["AWS_SECRET_ACCESS_KEY"] == nil)
+        #expect(environment["NOTIFY_SOCKET"] == nil && environment["TERM"] == nil)
     }
 
     @Test func failsClearlyWhenNoBrowserStarts() async throws {
@@ -167,7 +306,8 @@ import Testing
         await #expect {
             _ = try await BrowserLauncher.openSystemBrowser(
                 url,
-                environment: ["BROWSER": "nobrowser", "PATH": "/nonexistent"]
+                settings: settings(environment: ["BROWSER": "nobrowser", "PATH": "/nonexistent"]),
+                display: [:]
             )
         } throws: { error in
             let text = "\(error)"

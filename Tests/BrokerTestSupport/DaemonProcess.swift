@@ -1,3 +1,4 @@
+public import BrokerSettings
 public import Foundation
 
 /// The built `tokenbrokerd`, run as a subprocess on a private socket and state directory.
@@ -10,11 +11,31 @@ public final class DaemonProcess: Sendable {
     public let logURL: URL
     private let process: ChildProcess
 
-    private init(process: ChildProcess, socketPath: String, stateDirectory: String, logURL: URL) {
+    /// Its `XDG_CONFIG_HOME`: `tokenbroker/tokenbrokerd.conf` in it is the daemon's configuration file.
+    public let configDirectory: String
+
+    private init(
+        process: ChildProcess,
+        socketPath: String,
+        stateDirectory: String,
+        configDirectory: String,
+        logURL: URL
+    ) {
         self.process = process
         self.socketPath = socketPath
         self.stateDirectory = stateDirectory
+        self.configDirectory = configDirectory
         self.logURL = logURL
+    }
+
+    /// The daemon's configuration file.
+    public var configuration: ConfigurationFile {
+        ConfigurationFile(environment: ["XDG_CONFIG_HOME": configDirectory])
+    }
+
+    /// Adds a browser profile to the daemon's configuration (it reads the file when a sign-in starts).
+    public func addBrowserProfile(_ name: String, command: [String]) throws {
+        try configuration.saveBrowserProfile(name, command: command)
     }
 
     /// Starts the daemon in `directory` (socket `<dir>/run/broker.sock`, state `<dir>/state`) and waits until
@@ -31,7 +52,7 @@ public final class DaemonProcess: Sendable {
         let process = try ChildProcess.spawn(
             try Binaries.url("tokenbrokerd").path,
             ["--socket", socketPath, "--state-directory", stateDirectory] + arguments,
-            environment: childEnvironment(environment),
+            environment: childEnvironment(["XDG_CONFIG_HOME": directory.path("config")].merging(environment) { $1 }),
             stdout: .file(logURL.path),
             stderr: .file(logURL.path)
         )
@@ -39,6 +60,7 @@ public final class DaemonProcess: Sendable {
             process: process,
             socketPath: socketPath,
             stateDirectory: stateDirectory,
+            configDirectory: directory.path("config"),
             logURL: logURL
         )
         try await daemon.waitUntilListening()
@@ -60,9 +82,9 @@ public final class DaemonProcess: Sendable {
         (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
     }
 
-    /// Environment that points the CLI and the client library at this daemon.
+    /// Environment that points the CLI and the client library at this daemon (and the CLI at its configuration).
     public var clientEnvironment: [String: String] {
-        ["TOKENBROKER_SOCKET": socketPath]
+        ["TOKENBROKER_SOCKET": socketPath, "XDG_CONFIG_HOME": configDirectory]
     }
 
     private func waitUntilListening(timeout: Duration = .seconds(20)) async throws {

@@ -244,12 +244,15 @@ public enum TestPython {
 enum BrowserScript {
     static func write(field: String, value: String, in directory: TemporaryDirectory, name: String) throws -> String {
         let path = directory.path(name)
-        // POST the sign-in form (to the authorization URL, as the page's form does), then follow the 302 to the
-        // loopback listener with a GET; the listener's page is discarded.
+        // Given the loopback listener's start page, as a browser is: follow its redirect to the authorization URL,
+        // POST the sign-in form there (as the page's form does), then follow the 302 back to the listener with a
+        // GET; the listener's page is discarded.
         let script = """
             #!/bin/sh
+            authorize=$(curl --silent --show-error --fail --max-time 30 --output /dev/null \\
+                --write-out '%{redirect_url}' "$1") || exit 1
             exec curl --silent --show-error --fail-with-body --location --max-time 30 --output /dev/null \\
-                --data-urlencode '\(field)=\(value)' "$1"
+                --data-urlencode '\(field)=\(value)' "$authorize"
 
             """
         try script.write(toFile: path, atomically: true, encoding: .utf8)

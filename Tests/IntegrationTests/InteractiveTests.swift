@@ -1,6 +1,7 @@
 import BrokerClient
 import BrokerOAuth
 import BrokerProtocol
+import BrokerSettings
 import BrokerTestSupport
 import Foundation
 import Synchronization
@@ -57,17 +58,19 @@ final class EventLog: Sendable {
     func request(
         _ webviewType: WebviewType,
         client: String = EntraTestProvider.familyClientX,
-        browserCommand: [String]? = nil,
+        browser: String? = nil,
         redirectUri: String? = nil,
         timeout: Duration? = nil,
         environment: [String: String] = [:]
-    ) -> InteractiveRequest {
-        InteractiveRequest(
+    ) throws -> InteractiveRequest {
+        // A customBrowser runs a profile of the daemon's configuration: the test's browser becomes one.
+        if let browser { try daemon.addBrowserProfile("test-browser", command: [browser]) }
+        return InteractiveRequest(
             clientId: client,
             scopes: [scope],
             authority: provider.authority,
             webviewType: webviewType,
-            browserCommand: browserCommand,
+            browserProfile: browser == nil ? nil : "test-browser",
             redirectUri: redirectUri,
             timeout: timeout,
             environment: environment
@@ -91,7 +94,7 @@ final class EventLog: Sendable {
         let events = EventLog()
         let browser = try EntraTestProvider.browser(signingIn: "ada@contoso.example", in: directory)
         let result = try await broker.acquireToken(
-            request(.customBrowser, browserCommand: [browser]),
+            try request(.customBrowser, browser: browser),
             onEvent: events.record
         )
         #expect(result.tokenSource == .identityProvider)
@@ -105,11 +108,14 @@ final class EventLog: Sendable {
         try await finish()
     }
 
-    @Test func systemBrowserThroughBROWSER() async throws {
+    /// systemBrowser runs the user's configured browser (system-browser in tokenbrokerd.conf), never one a client
+    /// names: a BROWSER forwarded by the client is ignored.
+    @Test func systemBrowserIsTheUsersConfiguredOne() async throws {
         let events = EventLog()
         let browser = try EntraTestProvider.browser(signingIn: "grace@contoso.example", in: directory)
+        try daemon.configuration.saveSystemBrowser([browser])
         let result = try await broker.acquireToken(
-            request(.systemBrowser, environment: ["BROWSER": browser, "DISPLAY": ":42"]),
+            try request(.systemBrowser, environment: ["BROWSER": "/nonexistent/client-browser", "DISPLAY": ":42"]),
             onEvent: events.record
         )
         #expect(result.account.username == "grace@contoso.example")
@@ -120,8 +126,9 @@ final class EventLog: Sendable {
     @Test func defaultIsTheBrowserWithADisplay() async throws {
         let events = EventLog()
         let browser = try EntraTestProvider.browser(signingIn: "ada@contoso.example", in: directory)
+        try daemon.configuration.saveSystemBrowser([browser])
         let result = try await broker.acquireToken(
-            request(.default, environment: ["BROWSER": browser, "WAYLAND_DISPLAY": "wayland-0"]),
+            try request(.default, environment: ["WAYLAND_DISPLAY": "wayland-0"]),
             onEvent: events.record
         )
         #expect(result.tokenSource == .identityProvider)
@@ -133,7 +140,7 @@ final class EventLog: Sendable {
     @Test func defaultIsTheDeviceCodeWithoutADisplay() async throws {
         let events = EventLog()
         let provider = provider
-        let signIn = broker.acquireToken(request(.default))
+        let signIn = broker.acquireToken(try request(.default))
         var prompt: DeviceCodeNotification?
         for await event in signIn.events {
             events.record(event)
@@ -157,7 +164,7 @@ final class EventLog: Sendable {
     @Test func deviceCodeDeclined() async throws {
         let events = EventLog()
         let provider = provider
-        let signIn = broker.acquireToken(request(.deviceCode))
+        let signIn = broker.acquireToken(try request(.deviceCode))
         for await event in signIn.events {
             events.record(event)
             if case .deviceCode(let notification) = event {
@@ -181,7 +188,7 @@ final class EventLog: Sendable {
     @Test func embedded() async throws {
         let events = EventLog()
         let redirectUri = "https://app.example/auth/callback"
-        let signIn = broker.acquireToken(request(.embedded, redirectUri: redirectUri))
+        let signIn = broker.acquireToken(try request(.embedded, redirectUri: redirectUri))
         var iterator = signIn.events.makeAsyncIterator()
         let first = await iterator.next()
         guard case .didStartLoad(let url)? = first else {
@@ -205,7 +212,7 @@ final class EventLog: Sendable {
 
     @Test func cancelStopsTheFlow() async throws {
         let events = EventLog()
-        let signIn = broker.acquireToken(request(.embedded, redirectUri: "https://app.example/cb"))
+        let signIn = broker.acquireToken(try request(.embedded, redirectUri: "https://app.example/cb"))
         var iterator = signIn.events.makeAsyncIterator()
         if let first = await iterator.next() { events.record(first) }
         #expect(try await signIn.cancel())
@@ -226,7 +233,7 @@ final class EventLog: Sendable {
     /// broker_stopping (retry), never user_canceled; the daemon still stops cleanly.
     @Test func aShutdownEndsTheFlowWithBrokerStopping() async throws {
         let events = EventLog()
-        let signIn = broker.acquireToken(request(.embedded, redirectUri: "https://app.example/cb"))
+        let signIn = broker.acquireToken(try request(.embedded, redirectUri: "https://app.example/cb"))
         var iterator = signIn.events.makeAsyncIterator()
         if let first = await iterator.next() { events.record(first) }
         #expect(events.kinds == ["didStartLoad"])
@@ -248,11 +255,9 @@ final class EventLog: Sendable {
 
     @Test func timesOut() async throws {
         let events = EventLog()
+        let timingOut = try request(.embedded, redirectUri: "https://app.example/cb", timeout: .seconds(1))
         do {
-            _ = try await broker.acquireToken(
-                request(.embedded, redirectUri: "https://app.example/cb", timeout: .seconds(1)),
-                onEvent: events.record
-            )
+            _ = try await broker.acquireToken(timingOut, onEvent: events.record)
             Issue.record("the sign-in did not time out")
         } catch {
             #expect(error.code == .timeout)
@@ -261,14 +266,21 @@ final class EventLog: Sendable {
         try await finish()
     }
 
-    /// No browser can start: the request fails clearly, naming webviewType, after didStartLoad and didFail.
+    /// No browser can start (the configured one is missing, and the daemon's PATH has no xdg-open): the request
+    /// fails clearly, naming webviewType, after didStartLoad and didFail.
     @Test func noBrowserFailsClearly() async throws {
         let events = EventLog()
+        let elsewhere = try TemporaryDirectory(prefix: "nobrowser")
+        let bare = try await DaemonProcess.start(
+            in: elsewhere,
+            arguments: provider.daemonArguments,
+            environment: ["PATH": elsewhere.path("empty-bin")]
+        )
+        try bare.configuration.saveSystemBrowser(["/nonexistent/browser"])
+        let client = try await Broker.connect(socketPath: bare.socketPath)
+        let withoutBrowser = try request(.systemBrowser, environment: ["DISPLAY": ":42"])
         do {
-            _ = try await broker.acquireToken(
-                request(.systemBrowser, environment: ["BROWSER": "/nonexistent/browser", "PATH": "/nonexistent"]),
-                onEvent: events.record
-            )
+            _ = try await client.acquireToken(withoutBrowser, onEvent: events.record)
             Issue.record("a sign-in without a browser succeeded")
         } catch {
             #expect(error.code == .invalidRequest)
@@ -276,6 +288,8 @@ final class EventLog: Sendable {
             #expect(error.message.contains("no browser could be started"))
         }
         #expect(events.kinds == ["didStartLoad", "didFail"])
+        await client.close()
+        #expect(try await bare.stop() == 0)
         try await finish()
     }
 
@@ -284,12 +298,14 @@ final class EventLog: Sendable {
         let script = directory.path("deny.sh")
         try """
         #!/bin/sh
-        exec curl --silent --location --output /dev/null --data action=deny "$1"
+        authorize=$(curl --silent --output /dev/null --write-out '%{redirect_url}' "$1")
+        exec curl --silent --location --output /dev/null --data action=deny "$authorize"
 
         """.write(toFile: script, atomically: true, encoding: .utf8)
         chmod(script, 0o700)
+        let denied = try request(.customBrowser, browser: script)
         do {
-            _ = try await broker.acquireToken(request(.customBrowser, browserCommand: [script])) { _ in }
+            _ = try await broker.acquireToken(denied) { _ in }
             Issue.record("a denied sign-in succeeded")
         } catch {
             #expect(error.code == .userCanceled)
@@ -301,9 +317,9 @@ final class EventLog: Sendable {
     /// A signed-in account named in the request is answered from the cache: no sign-in is shown.
     @Test func triesSilentFirst() async throws {
         let browser = try EntraTestProvider.browser(signingIn: "ada@contoso.example", in: directory)
-        let first = try await broker.acquireToken(request(.customBrowser, browserCommand: [browser])) { _ in }
+        let first = try await broker.acquireToken(try request(.customBrowser, browser: browser)) { _ in }
         let events = EventLog()
-        var again = request(.customBrowser, browserCommand: ["/nonexistent/browser"])
+        var again = try request(.customBrowser, browser: "/nonexistent/browser")
         again.account = AccountSelector(identifier: first.account.identifier)
         let second = try await broker.acquireToken(again, onEvent: events.record)
         #expect(second.tokenSource == .cache)
@@ -317,7 +333,7 @@ final class EventLog: Sendable {
     /// running would make a second one with that id invalid_params).
     @Test func aClosedConnectionCancelsItsFlow() async throws {
         let other = try await Broker.connect(socketPath: daemon.socketPath)
-        let embedded = request(.embedded, redirectUri: "https://app.example/cb")
+        let embedded = try request(.embedded, redirectUri: "https://app.example/cb")
         var iterator = other.acquireToken(embedded).events.makeAsyncIterator()
         guard case .didStartLoad? = await iterator.next() else {
             Issue.record("the first flow did not start")

@@ -29,13 +29,17 @@ import Testing
             arguments: provider.daemonArguments + ["--idp-timeout", "2", "--idp-unavailable-window", "0"]
         )
         let broker = try await Broker.connect(socketPath: daemon.socketPath)
+        try daemon.addBrowserProfile(
+            "ada",
+            command: [try EntraTestProvider.browser(signingIn: "ada@contoso.example", in: directory)]
+        )
         _ = try await broker.acquireToken(
             InteractiveRequest(
                 clientId: client,
                 scopes: [scope],
                 authority: provider.authority,
                 webviewType: .customBrowser,
-                browserCommand: [try EntraTestProvider.browser(signingIn: "ada@contoso.example", in: directory)]
+                browserProfile: "ada"
             )
         ) { _ in }
         return (provider, daemon, broker)

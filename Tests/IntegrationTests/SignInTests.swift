@@ -100,13 +100,17 @@ func json(_ result: CommandResult) -> [String: JSONValue]? {
         let (provider, daemon) = try await start(providerArguments: ["--token-lifetime", "200"])
         let broker = try await Broker.connect(socketPath: daemon.socketPath)
         let x = EntraTestProvider.familyClientX
+        try daemon.addBrowserProfile(
+            "ada",
+            command: [try EntraTestProvider.browser(signingIn: "ada@contoso.example", in: directory)]
+        )
         _ = try await broker.acquireToken(
             InteractiveRequest(
                 clientId: x,
                 scopes: [scope],
                 authority: provider.authority,
                 webviewType: .customBrowser,
-                browserCommand: [try EntraTestProvider.browser(signingIn: "ada@contoso.example", in: directory)]
+                browserProfile: "ada"
             )
         ) { _ in }
         // Every access token lives 200 s, inside the 5-minute margin: each silent request needs a refresh.
@@ -144,8 +148,9 @@ func json(_ result: CommandResult) -> [String: JSONValue]? {
         // Like EntraTestProvider.browser, and records the redirect it followed (it carries the code).
         try """
         #!/bin/sh
+        authorize=$(curl --silent --fail --output /dev/null --write-out '%{redirect_url}' "$1")
         curl --silent --fail --location --max-time 30 --output /dev/null --write-out '%{url_effective}\\n' \\
-            --data-urlencode 'username=ada@contoso.example' "$1" >> \(codeLog)
+            --data-urlencode 'username=ada@contoso.example' "$authorize" >> \(codeLog)
 
         """.write(toFile: browser, atomically: true, encoding: .utf8)
         chmod(browser, 0o700)
@@ -203,10 +208,11 @@ func json(_ result: CommandResult) -> [String: JSONValue]? {
         // The browser first knocks with a forged state, then signs in, then replays the real redirect.
         try """
         #!/bin/sh
-        redirect=$(printf '%s' "$1" | sed -n 's/.*redirect_uri=\\([^&]*\\).*/\\1/p' | sed 's/%3A/:/g; s/%2F/\\//g')
+        authorize=$(curl --silent --output /dev/null --write-out '%{redirect_url}' "$1")
+        redirect=$(printf '%s' "$authorize" | sed -n 's/.*redirect_uri=\\([^&]*\\).*/\\1/p' | sed 's/%3A/:/g; s/%2F/\\//g')
         curl --silent --output /dev/null --write-out 'forged %{http_code}\\n' "${redirect}?code=forged&state=forged" >> \(statuses)
         final=$(curl --silent --location --output /dev/null --write-out '%{url_effective}' \\
-            --data-urlencode 'username=ada@contoso.example' "$1")
+            --data-urlencode 'username=ada@contoso.example' "$authorize")
         curl --silent --output /dev/null --write-out 'first %{http_code}\\n' "$final" >> \(statuses)
         sleep 0.3
         curl --silent --output /dev/null --write-out 'replayed %{http_code}\\n' "$final" >> \(statuses)

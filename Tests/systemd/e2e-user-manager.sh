@@ -65,7 +65,8 @@ check "READY=1 and a readable STATUS= (systemctl status)" grep -q "^Serving $SOC
 cat > "$HOME/browser.sh" <<EOF
 #!/bin/sh
 { cat /proc/self/cgroup; grep '^NoNewPrivs' /proc/self/status; } > $HOME/browser-state
-exec curl -s -o /dev/null -L --data-urlencode username=ada@contoso.example "\$1"
+authorize=\$(curl -s -o /dev/null -w '%{redirect_url}' "\$1")
+exec curl -s -o /dev/null -L --data-urlencode username=ada@contoso.example "\$authorize"
 EOF
 chmod +x "$HOME/browser.sh"
 tokenbroker login --client-id "$X" --authority "$AUTHORITY" --scope "$SCOPE" --webview custom \

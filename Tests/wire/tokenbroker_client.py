@@ -614,11 +614,11 @@ class BrokerClient:
         return self.call("acquireTokenSilently", {"authParameters": auth_parameters}, **options)
 
     def acquire_token_interactively(self, auth_parameters: dict[str, Any], webview_type: str | None = None,
-                                    browser_command: list[str] | None = None,
+                                    browser_profile: str | None = None,
                                     environment: dict[str, str] | None = None, timeout_seconds: int | None = None,
                                     on_notification: Callable[[dict[str, Any]], None] | None = None,
                                     correlation_id: str | None = None, **options: Any) -> dict[str, Any]:
-        params = _interactive_params(auth_parameters, webview_type, browser_command, environment, timeout_seconds,
+        params = _interactive_params(auth_parameters, webview_type, browser_profile, environment, timeout_seconds,
                                      correlation_id)
         if on_notification is not None:
             self.on_notification(params["correlationId"], on_notification)
@@ -626,12 +626,12 @@ class BrokerClient:
         return self.call("acquireTokenInteractively", params, **options)
 
     def start_interactive(self, auth_parameters: dict[str, Any], webview_type: str | None = None,
-                          browser_command: list[str] | None = None, environment: dict[str, str] | None = None,
+                          browser_profile: str | None = None, environment: dict[str, str] | None = None,
                           timeout_seconds: int | None = None, correlation_id: str | None = None,
                           **options: Any) -> PendingRequest:
         """Sends acquireTokenInteractively without waiting: the caller reads the notifications (wait_notification,
         notifications_for) while the request is pending, then waits for the PendingRequest."""
-        params = _interactive_params(auth_parameters, webview_type, browser_command, environment, timeout_seconds,
+        params = _interactive_params(auth_parameters, webview_type, browser_profile, environment, timeout_seconds,
                                      correlation_id)
         return self.send("acquireTokenInteractively", params, **options)
 
@@ -674,11 +674,11 @@ class BrokerClient:
 
 
 def _interactive_params(auth_parameters: dict[str, Any], webview_type: str | None,
-                        browser_command: list[str] | None, environment: dict[str, str] | None,
+                        browser_profile: str | None, environment: dict[str, str] | None,
                         timeout_seconds: int | None, correlation_id: str | None) -> dict[str, Any]:
     """The params of acquireTokenInteractively (section 10.1), with a fresh correlationId unless one is given."""
     params: dict[str, Any] = {"authParameters": auth_parameters, "correlationId": correlation_id or str(uuid.uuid4())}
-    optional = {"webviewType": webview_type, "browserCommand": browser_command, "environment": environment,
+    optional = {"webviewType": webview_type, "browserProfile": browser_profile, "environment": environment,
                 "timeoutSeconds": timeout_seconds}
     params.update({name: value for name, value in optional.items() if value is not None})
     return params

@@ -441,11 +441,27 @@ class Daemon:
         self.home = root / "home"
         self.log_path = root / "daemon.log"
         # The daemon's own environment gets a DISPLAY and a BROWSER that only records that it ran: section 10.1
-        # says the broker takes the session variables only from params.environment, never from its own.
+        # says the broker takes the display only from params.environment, and runs a system-browser of its
+        # configuration before its own BROWSER.
         self.own_browser = root / "daemon-own-browser.sh"
         self.own_browser_ran = root / "daemon-own-browser.ran"
         self.path = "<unset>"  # the daemon's own PATH
         self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def config_path(self) -> Path:
+        """The user's configuration file, tokenbrokerd.conf (section 10.2): what names the programs the broker runs."""
+        return self.home / ".config" / "tokenbroker" / "tokenbrokerd.conf"
+
+    def configure(self, profiles: dict[str, list[str]] | None = None, system_browser: list[str] | None = None) -> None:
+        """Writes the configuration file (the broker reads it when a sign-in starts)."""
+        lines = [f"browser.{name} = {shlex.join(command)}" for name, command in (profiles or {}).items()]
+        if system_browser:
+            lines.append(f"system-browser = {shlex.join(system_browser)}")
+        self.config_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        part = self.config_path.with_suffix(".part")
+        part.write_text("\n".join(lines) + "\n")
+        part.rename(self.config_path)
 
     def command(self) -> list[str]:
         return [self.binary, "--socket", str(self.socket), "--state-directory", str(self.state),
@@ -962,8 +978,13 @@ def expect_interactive_params_checked(ctx: Context) -> None:
             ("acquireTokenInteractively", {"authParameters": auth, "timeoutSeconds": "30"}, "params.timeoutSeconds"),
             ("acquireTokenInteractively", {"authParameters": auth, "browserCommand": ["firefox", 3],
                                            "webviewType": "customBrowser"}, "params.browserCommand[1]"),
+            # section 10.1: a client never names a program; browserCommand is refused whatever it holds
+            ("acquireTokenInteractively", {"authParameters": auth, "browserCommand": ["/usr/bin/id"],
+                                           "webviewType": "customBrowser"}, "params.browserCommand"),
             ("acquireTokenInteractively", {"authParameters": auth, "webviewType": "customBrowser"},
-             "params.browserCommand"),
+             "params.browserProfile"),
+            ("acquireTokenInteractively", {"authParameters": auth, "webviewType": "customBrowser",
+                                           "browserProfile": "no-such-profile"}, "params.browserProfile"),
             ("acquireTokenInteractively", {"authParameters": auth, "webviewType": "embedded"},
              "params.authParameters.redirectUri"),
             ("acquireTokenInteractively", {"webviewType": "deviceCode"}, "params.authParameters"),
@@ -1066,9 +1087,11 @@ def browser_dir(ctx: Context) -> Path:
 
 
 def curl_browser(ctx: Context, name: str, field: str, value: str) -> tuple[Path, Path, Path]:
-    """A tiny browser: records its arguments (the authorization URL carries no secret), POSTs the provider's
-    sign-in form with field=value to its last argument and follows the 302 with curl --location, which lands on
-    the broker's loopback listener. Exits with curl's status. Returns (script, arguments file, status file)."""
+    """A tiny browser: records its arguments, gets its last one (the loopback listener's start page, section 10.2)
+    and records where it is sent (the authorization URL), POSTs the provider's sign-in form with field=value there
+    and follows the 302 with curl --location, which lands on the broker's loopback listener. Exits with curl's
+    status. Returns (script, arguments file, status file); `<script>.authorize` holds where the start page sent
+    it."""
     curl = shutil.which("curl")
     if curl is None:
         raise Skip("curl is not installed")
@@ -1078,25 +1101,35 @@ def curl_browser(ctx: Context, name: str, field: str, value: str) -> tuple[Path,
     process = script.with_suffix(".process")
     # how the broker started it (section 10.1): process group, signal mask and ignored signals, standard streams,
     # and the variables it got (the daemon's own DISPLAY/BROWSER and unlisted ones must not be among them)
+    authorize = script.with_suffix(".authorize")
     variables = " ".join(f'"{name}=${{{name}-<unset>}}"' for name in PROCESS_VARIABLES)
     script.write_text(
         "#!/bin/sh\n"
         "wire_path=\"${PATH-<unset>}\"\n"
         "PATH=/usr/bin:/bin\n"  # for this script's own tools; the PATH it was given is recorded
+        # every descriptor it holds, and what it is, before the shell makes any of its own for redirections and
+        # substitutions (the redirection is another shell's): section 10.1 gives it 0-2 only
+        f"sh -c 'ls -l /proc/$1/fd > \"$2\"' - $$ {q(str(script.with_suffix('.fds')))}\n"
+        f"fds=$(sed -n 's/.* \\([0-9][0-9]*\\) -> \\(.*\\)$/\\1=\\2/p' {q(str(script.with_suffix('.fds')))} | tr '\\n' ' ')\n"
         "fd0=$(readlink /proc/$$/fd/0); fd1=$(readlink /proc/$$/fd/1); fd2=$(readlink /proc/$$/fd/2)\n"
         # shell builtins only for the signal state: dash blocks every signal for a moment whenever it forks, so a
         # forked grep reading the shell's status would sometimes see that instead of what the broker gave it
         f"{{ while read -r key value; do case $key in SigBlk:|SigIgn:) echo \"$key $value\";; esac; done "
         f"< /proc/$$/status; echo \"stat: $(cat /proc/$$/stat)\"; "
         f"echo \"fd0: $fd0\"; echo \"fd1: $fd1\"; echo \"fd2: $fd2\"; "
-        f"echo \"env PATH=$wire_path\"; for line in {variables}; do echo \"env $line\"; done; }} "
+        f"echo \"env PATH=$wire_path\"; for line in {variables}; do echo \"env $line\"; done; "
+        # every descriptor it holds, and what it is: section 10.1 gives it 0-2 only (the shell adds its script)
+        "echo \"fds:$fds\"; } "
         f"> {q(str(process))}.part\n"
         f"mv {q(str(process))}.part {q(str(process))}\n"
         f"for arg in \"$@\"; do printf '%s\\n' \"$arg\"; done > {q(str(arguments))}.part\n"
         f"mv {q(str(arguments))}.part {q(str(arguments))}\n"
         "for url in \"$@\"; do :; done\n"
+        f"authorize=$({q(curl)} --silent --noproxy '*' --max-time 20 --output /dev/null --write-out "
+        f"'%{{redirect_url}}' \"$url\")\n"
+        f"printf '%s\\n' \"$authorize\" > {q(str(authorize))}\n"
         f"code=$({q(curl)} --silent --noproxy '*' --max-time 20 --output /dev/null --write-out '%{{http_code}}' "
-        f"--location --data-urlencode {q(f'{field}={value}')} \"$url\")\n"
+        f"--location --data-urlencode {q(f'{field}={value}')} \"$authorize\")\n"
         "rc=$?\n"
         f"printf '%s %s\\n' \"$rc\" \"$code\" > {q(str(status))}\n"
         "exit $rc\n")
@@ -1105,12 +1138,21 @@ def curl_browser(ctx: Context, name: str, field: str, value: str) -> tuple[Path,
 
 
 PYTHON_BROWSER = r'''#!@PYTHON@
-# A browser for the wire battery: first sends the loopback listener redirects it must refuse (a wrong state, no
-# state), then signs in and follows the provider's 302 to the listener. Records statuses, never the code.
+# A browser for the wire battery: gets the start page it is given (section 10.2) without following it, first sends
+# the loopback listener redirects it must refuse (a wrong state, no state), then signs in at the authorization URL
+# the start page named and follows the provider's 302 to the listener. Records statuses, never the code.
 import json, sys, urllib.error, urllib.parse, urllib.request
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args):
+        return None
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-url = sys.argv[-1]
 record = {"argv": sys.argv[1:]}
+try:
+    urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect()).open(sys.argv[-1], timeout=20)
+    url = ""
+except urllib.error.HTTPError as error:
+    url = error.headers.get("Location", "") if error.code == 302 else ""
+record["authorize"] = url
 redirect = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query)).get("redirect_uri", "")
 def status(request):
     try:
@@ -1141,6 +1183,7 @@ def python_browser(ctx: Context, name: str, username: str) -> tuple[Path, Path]:
 
 
 PROCESS_VARIABLES = ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER", "XDG_SESSION_TYPE", "WIRE_NOT_A_SESSION_VARIABLE")
+DISPLAY_VARIABLES = ("DISPLAY", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE")  # of PROCESS_VARIABLES, section 10.1
 
 
 def browser_process(ctx: Context, script: Path) -> dict[str, str]:
@@ -1166,8 +1209,9 @@ BROWSER_RUNS: list[tuple[str, Path, dict[str, str]]] = []  # (what, browser scri
 
 def expect_browser_process(ctx: Context, script: Path, environment: dict[str, str]) -> None:
     """Section 10.1: the browser runs in a process group of its own, with no signal blocked or ignored, stdin,
-    stdout and stderr on /dev/null; it gets the session variables only from params.environment, never from the
-    broker's own environment, and nothing unlisted from params.environment."""
+    stdout and stderr on /dev/null, and no other descriptor of the broker's; it gets the display variables only
+    from params.environment, never from the broker's own environment, and nothing else from params.environment
+    (no BROWSER, no PATH: PATH is the broker's own)."""
     record = browser_process(ctx, script)
     problems = []
     daemon_group = str(os.getpgid(ctx.daemon.process.pid))
@@ -1186,13 +1230,30 @@ def expect_browser_process(ctx: Context, script: Path, environment: dict[str, st
     for fd in ("fd0", "fd1", "fd2"):
         if record.get(fd) != "/dev/null":
             problems.append(f"{fd} is {record.get(fd)!r}, not /dev/null")
-    wanted_variables = {name: environment.get(name, "<unset>") for name in PROCESS_VARIABLES}
-    wanted_variables["WIRE_NOT_A_SESSION_VARIABLE"] = "<unset>"  # nothing unlisted is taken from environment
-    wanted_variables["PATH"] = environment.get("PATH", ctx.daemon.path)  # from environment, else the broker's
+    wanted_variables = {name: environment.get(name, "<unset>") if name in DISPLAY_VARIABLES else "<unset>"
+                        for name in PROCESS_VARIABLES}
+    wanted_variables["PATH"] = ctx.daemon.path  # the broker's own, whatever params.environment says
+    descriptors = record.get("fds", "").split()
+    foreign = [d for d in descriptors if d.split("=", 1)[0] not in ("0", "1", "2")
+               and d.split("=", 1)[-1] != str(script)]
+    if foreign or not descriptors:
+        problems.append(f"descriptors besides 0-2 and its script: {foreign or 'none recorded'}")
     for name, wanted in wanted_variables.items():
         if record.get(f"env {name}") != wanted:
             problems.append(f"{name}={short(record.get(f'env {name}'), 80)}, wanted {short(wanted, 80)}")
     expect(not problems, "; ".join(problems))
+
+
+def expect_start_page(argument: str, authorize: str, url: str) -> None:
+    """Section 10.2: the browser is given the loopback listener's start page, never the authorization URL (a command
+    line is readable by every local user); the start page sends it on to the authorization URL of didStartLoad."""
+    expect(re.fullmatch(r"http://(127\.0\.0\.1|localhost):\d+/tokenbroker/start/[A-Za-z0-9_-]+", argument) is not None,
+           f"the browser's argument is not a start page of the loopback listener: {short(argument, 120)}")
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
+    leaked = [name for name in ("state", "nonce", "code_challenge") if query.get(name, "\0") in argument]
+    expect(not leaked, f"the browser's command line holds {leaked} of the authorization request")
+    expect(authorize == url, f"the start page sent the browser to {short(authorize, 120)}, not to the "
+                             f"authorization URL of didStartLoad")
 
 
 def wait_file(path: Path, timeout: float = 10.0) -> str:
@@ -1346,21 +1407,23 @@ def expect_signed_in(result: dict[str, Any], correlation: str, username: str, cl
 
 def expect_own_browser_unused(ctx: Context) -> None:
     expect(not ctx.daemon.own_browser_ran.exists(),
-           "the broker ran the BROWSER of its own environment (section 10.1: session variables come only from "
-           "params.environment)")
+           "the broker ran the BROWSER of its own environment although its configuration names a system-browser "
+           "(section 10.2: the configuration's comes first)")
 
 
 def check_interactive_custom_browser(ctx: Context) -> None:
-    """customBrowser: browserCommand runs with the URL as its last argument (in a process group of its own, no
-    signal blocked or ignored, standard streams on /dev/null, none of the daemon's session variables); didStartLoad
-    (the authorization URL), didFinishLoad, didComplete, in order, before the response, with the request's
+    """customBrowser: the browser profile named by browserProfile (section 10.2: browser.<name> in the user's
+    configuration) runs with the start page as its last argument (in a process group of its own, no signal blocked
+    or ignored, standard streams on /dev/null, none of the daemon's session variables); didStartLoad (the
+    authorization URL), didFinishLoad, didComplete, in order, before the response, with the request's
     correlationId; the token; then the same client's silent request is served from the cache."""
     username = "Lin.Interactive@Contoso.example"
     script, arguments, status = curl_browser(ctx, "custom", "username", username)
+    ctx.daemon.configure(profiles={"battery": [str(script), "--wire-profile=battery"]},
+                         system_browser=[str(browser_dir(ctx) / "no-such-browser")])
     with ctx.client() as client:
         before = provider_grants()
-        pending, correlation = start_flow(client, flow_auth(), webview_type="customBrowser",
-                                          browser_command=[str(script), "--wire-profile=battery"],
+        pending, correlation = start_flow(client, flow_auth(), webview_type="customBrowser", browser_profile="battery",
                                           timeout_seconds=FLOW_TIMEOUT)
         notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
         curl = wait_file(status, 2).strip() or "no status"
@@ -1370,8 +1433,10 @@ def check_interactive_custom_browser(ctx: Context) -> None:
         query = expect_authorize_url(url, CLIENT_C, [GRAPH_USER_READ])
         expect(notes[1]["params"]["url"] == url, "didFinishLoad's url is not didStartLoad's")
         argv = wait_file(arguments, 5).splitlines()
-        expect(argv == ["--wire-profile=battery", url], f"the browser command got {len(argv)} arguments, wanted "
-                                                        f"its own then the authorization URL")
+        expect(len(argv) == 2 and argv[0] == "--wire-profile=battery",
+               f"the browser profile got {len(argv)} arguments, wanted its own then the start page")
+        if len(argv) == 2:
+            expect_start_page(argv[1], wait_file(script.with_suffix(".authorize"), 5).strip(), url)
         BROWSER_RUNS.append(("customBrowser, no environment", script, {}))
         token = expect_signed_in(response["result"], correlation, username, CLIENT_C, "authorization_code")
         after = provider_grants()
@@ -1433,9 +1498,10 @@ def check_interactive_silent_first(ctx: Context) -> None:
     what acquireTokenSilently would: a token, no notification, nothing shown."""
     identifier = signed_in_identifier()
     script, arguments, _ = curl_browser(ctx, "silent-first", "username", "never@contoso.example")
+    ctx.daemon.configure(profiles={"silent-first": [str(script)]})
     with ctx.client() as client:
         pending, correlation = start_flow(client, flow_auth(account={"identifier": identifier}),
-                                          webview_type="customBrowser", browser_command=[str(script)],
+                                          webview_type="customBrowser", browser_profile="silent-first",
                                           timeout_seconds=FLOW_TIMEOUT)
         notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
         expect(notes == [], f"notifications were sent: {methods_of(notes)}")
@@ -1448,14 +1514,22 @@ def check_interactive_silent_first(ctx: Context) -> None:
 
 
 def check_interactive_system_browser(ctx: Context) -> None:
-    """systemBrowser runs environment.BROWSER on the URL; the loopback listener refuses a redirect with a wrong or
-    no state (400) and takes the right one; didStartLoad, didFinishLoad, didComplete; the token. Without BROWSER,
-    xdg-open, found on the PATH given in environment."""
+    """systemBrowser runs the system-browser of the user's configuration on the start page; the loopback listener
+    refuses a redirect with a wrong or no state (400) and takes the right one; didStartLoad, didFinishLoad,
+    didComplete; the token. A BROWSER and a PATH (with an xdg-open) in params.environment are not used: a client
+    never chooses what the broker runs (section 10.1)."""
     username = "sys.browser@contoso.example"
     script, record_path = python_browser(ctx, "system", username)
+    hostile = browser_dir(ctx) / "hostile"
+    hostile.mkdir(exist_ok=True)
+    ran = hostile / "ran"
+    for name in ("evil-browser", "xdg-open"):
+        (hostile / name).write_text(f"#!/bin/sh\necho {name} >> {shlex.quote(str(ran))}\n")
+        (hostile / name).chmod(0o755)
+    ctx.daemon.configure(system_browser=[str(script)])
     with ctx.client() as client:
-        pending, correlation = start_flow(client, flow_auth(), webview_type="systemBrowser",
-                                          environment={"BROWSER": str(script), "DISPLAY": ":9"},
+        environment = {"BROWSER": str(hostile / "evil-browser"), "PATH": str(hostile), "DISPLAY": ":9"}
+        pending, correlation = start_flow(client, flow_auth(), webview_type="systemBrowser", environment=environment,
                                           timeout_seconds=FLOW_TIMEOUT)
         notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
         record = json.loads(wait_file(record_path, 5) or "{}")
@@ -1464,40 +1538,26 @@ def check_interactive_system_browser(ctx: Context) -> None:
         url = notes[0]["params"]["url"]
         expect_authorize_url(url, CLIENT_C, [GRAPH_USER_READ])
         expect(notes[1]["params"]["url"] == url, "didFinishLoad's url is not didStartLoad's")
-        expect(record.get("argv") == [url], "the browser was not run with the authorization URL as its argument")
+        argv = record.get("argv") or [""]
+        expect(len(argv) == 1, f"the system browser got {len(argv)} arguments, wanted the start page alone")
+        expect_start_page(argv[-1], record.get("authorize", ""), url)
         expect(record.get("wrongState") == 400 and record.get("noState") == 400,
                f"the loopback listener answered a redirect with a wrong state {record.get('wrongState')} and one "
                f"without state {record.get('noState')}, wanted 400 (section 10.2)")
         expect_signed_in(response["result"], correlation, username, CLIENT_C, "authorization_code")
-
-        # without BROWSER: xdg-open, found on the PATH of params.environment
-        username = "xdg.open@contoso.example"
-        script, arguments, status = curl_browser(ctx, "xdg-open", "username", username)
-        bin_dir = browser_dir(ctx) / "xdg-bin"
-        bin_dir.mkdir(exist_ok=True)
-        (bin_dir / "xdg-open").unlink(missing_ok=True)
-        (bin_dir / "xdg-open").symlink_to(script)
-        environment = {"DISPLAY": ":9", "PATH": str(bin_dir)}
-        pending, correlation = start_flow(client, flow_auth(), webview_type="systemBrowser", environment=environment,
-                                          timeout_seconds=FLOW_TIMEOUT)
-        notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
-        expect(methods_of(notes) == BROWSER_SEQUENCE and "result" in response,
-               f"xdg-open on environment.PATH: notifications {methods_of(notes)} then {shown(response)} (browser: "
-               f"{wait_file(status, 1).strip() or 'did not run'})")
-        expect(wait_file(arguments, 5).splitlines() == [notes[0]["params"]["url"]],
-               "xdg-open was not run with the authorization URL")
-        BROWSER_RUNS.append(("xdg-open with PATH in environment", script, environment))
-        expect_signed_in(response["result"], correlation, username, CLIENT_C, "authorization_code")
+        expect(not ran.exists(), f"the broker ran a program the client named: {wait_file(ran, 0).split()}")
         expect_own_browser_unused(ctx)
 
 
 def check_interactive_default(ctx: Context) -> None:
     """webviewType default with a non-empty DISPLAY in environment is systemBrowser: the three webAuth
-    notifications, environment.BROWSER runs, the token."""
+    notifications, the configured system browser runs (with the display of environment, and nothing else of it),
+    the token."""
     username = "default.display@contoso.example"
     script, _, status = curl_browser(ctx, "default-display", "username", username)
+    ctx.daemon.configure(system_browser=[str(script)])
     with ctx.client() as client:
-        environment = {"DISPLAY": ":9", "BROWSER": str(script), "XDG_SESSION_TYPE": "x11",
+        environment = {"DISPLAY": ":9", "BROWSER": "/nonexistent/client-browser", "XDG_SESSION_TYPE": "x11",
                        "WIRE_NOT_A_SESSION_VARIABLE": "not for the browser"}
         pending, correlation = start_flow(client, flow_auth(), webview_type="default", environment=environment,
                                           timeout_seconds=FLOW_TIMEOUT)
@@ -1507,6 +1567,7 @@ def check_interactive_default(ctx: Context) -> None:
                f"(browser: {wait_file(status, 1).strip() or 'did not run'})")
         expect_authorize_url(notes[0]["params"]["url"], CLIENT_C, [GRAPH_USER_READ])
         BROWSER_RUNS.append(("default with DISPLAY, BROWSER and more in environment", script, environment))
+        expect_own_browser_unused(ctx)
         expect_signed_in(response["result"], correlation, username, CLIENT_C, "authorization_code")
 
 
@@ -1545,9 +1606,9 @@ def check_interactive_default_device_code(ctx: Context) -> None:
 
 def check_interactive_browser_process(ctx: Context) -> None:
     """Section 10.1, for each browser the sign-ins above started: a process group of its own, no signal blocked or
-    ignored, stdin/stdout/stderr on /dev/null; DISPLAY, WAYLAND_DISPLAY, BROWSER, XDG_SESSION_TYPE only from
-    params.environment (never the daemon's own), PATH from it when given (else the daemon's), nothing unlisted."""
-    expect(len(BROWSER_RUNS) >= 3, f"only {len(BROWSER_RUNS)} browser runs to look at; the sign-ins above failed")
+    ignored, stdin/stdout/stderr on /dev/null, no other descriptor; DISPLAY, WAYLAND_DISPLAY, XDG_SESSION_TYPE only
+    from params.environment (never the daemon's own); no BROWSER; PATH the daemon's own; nothing unlisted."""
+    expect(len(BROWSER_RUNS) >= 2, f"only {len(BROWSER_RUNS)} browser runs to look at; the sign-ins above failed")
     problems = []
     for what, script, environment in BROWSER_RUNS:
         try:
@@ -1673,8 +1734,9 @@ def check_interactive_loopback_redirect_uri(ctx: Context) -> None:
         for index, (redirect, pattern) in enumerate(cases):
             username = f"loopback{index}.path@contoso.example"
             script, _, status = curl_browser(ctx, f"loopback-{index}", "username", username)
+            ctx.daemon.configure(profiles={"loopback": [str(script)]})
             pending, correlation = start_flow(client, flow_auth(redirectUri=redirect), webview_type="customBrowser",
-                                              browser_command=[str(script)], timeout_seconds=FLOW_TIMEOUT)
+                                              browser_profile="loopback", timeout_seconds=FLOW_TIMEOUT)
             notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
             expect(methods_of(notes) == BROWSER_SEQUENCE and "result" in response,
                    f"redirectUri {redirect}: notifications {methods_of(notes)} then {shown(response)} "
@@ -1710,8 +1772,9 @@ def check_interactive_cancel(ctx: Context) -> None:
         script = browser_dir(ctx) / "open-only.sh"
         script.write_text("#!/bin/sh\nexit 0\n")
         script.chmod(0o755)
+        ctx.daemon.configure(profiles={"open-only": [str(script)]})
         pending, correlation = start_flow(client, flow_auth(), webview_type="customBrowser",
-                                          browser_command=[str(script)], timeout_seconds=FLOW_TIMEOUT)
+                                          browser_profile="open-only", timeout_seconds=FLOW_TIMEOUT)
         url = client.wait_notification(correlation, FINISH, 10)["params"]["url"]
         redirect = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query)).get("redirect_uri", "")
         port = urllib.parse.urlsplit(redirect).port
@@ -1819,22 +1882,15 @@ def check_interactive_connection_closed(ctx: Context) -> None:
 
 
 def check_interactive_no_browser(ctx: Context) -> None:
-    """Section 10.2: when no browser can be started (BROWSER missing, no xdg-open on PATH) the request fails with
-    invalid_params, field params.webviewType, after didStartLoad and didFail; the same for a customBrowser
-    program that is missing, and one that exits non-zero before the redirect came."""
-    empty = browser_dir(ctx) / "empty-path"
-    empty.mkdir(exist_ok=True)
+    """Section 10.2: when a browser profile's program is missing, or exits non-zero before the redirect came, the
+    request fails with invalid_params, field params.webviewType, after didStartLoad and didFail."""
+    ctx.daemon.configure(profiles={"missing": [str(browser_dir(ctx) / "no-such-browser")],
+                                   "failing": ["/bin/sh", "-c", "exit 1", "wire-browser"]})
     cases = [
-        ("systemBrowser, BROWSER missing, no xdg-open",
-         {"webview_type": "systemBrowser",
-          "environment": {"BROWSER": str(browser_dir(ctx) / "no-such-browser"), "PATH": str(empty), "DISPLAY": ":9"}},
-         [[START, FAIL]]),
-        ("customBrowser, program missing",
-         {"webview_type": "customBrowser", "browser_command": [str(browser_dir(ctx) / "no-such-browser")]},
+        ("customBrowser, program missing", {"webview_type": "customBrowser", "browser_profile": "missing"},
          [[START, FAIL]]),
         # the program started (didFinishLoad may come), then failed
-        ("customBrowser, program exits 1",
-         {"webview_type": "customBrowser", "browser_command": ["/bin/sh", "-c", "exit 1", "wire-browser"]},
+        ("customBrowser, program exits 1", {"webview_type": "customBrowser", "browser_profile": "failing"},
          [[START, FAIL], [START, FINISH, FAIL]]),
     ]
     problems = []
@@ -1850,7 +1906,6 @@ def check_interactive_no_browser(ctx: Context) -> None:
                 expect_same_error(notes, response)
             except CheckFailed as failure:
                 problems.append(f"{label}: {failure}")
-    expect_own_browser_unused(ctx)
     expect(not problems, " | ".join(problems))
 
 
@@ -1860,9 +1915,10 @@ def check_interactive_denied(ctx: Context) -> None:
     then "with an error, the flow fails", section 10.5). No code comes back, so there is no didComplete ("the
     redirect came back; the code is being redeemed", sections 10.2, 11)."""
     script, _, status = curl_browser(ctx, "deny", "action", "deny")
+    ctx.daemon.configure(profiles={"deny": [str(script)]})
     with ctx.client() as client:
-        pending, correlation = start_flow(client, flow_auth(), webview_type="customBrowser",
-                                          browser_command=[str(script)], timeout_seconds=FLOW_TIMEOUT)
+        pending, correlation = start_flow(client, flow_auth(), webview_type="customBrowser", browser_profile="deny",
+                                          timeout_seconds=FLOW_TIMEOUT)
         notes, response = flow_outcome(client, pending, correlation, FLOW_TIMEOUT + 15)
         problems = []
         try:

@@ -174,8 +174,7 @@ private struct LegacyEntry {
         guard let url = URLComponents(string: authority), let scheme = url.scheme?.lowercased(),
             let host = url.host?.lowercased(), !host.isEmpty, url.query == nil, url.fragment == nil, url.user == nil
         else { throw EntryError("_authority is not an absolute URL") }
-        let isLoopback = host == "localhost" || host == "::1" || host.hasPrefix("127.")
-        guard scheme == "https" || (scheme == "http" && isLoopback) else {
+        guard scheme == "https" || (scheme == "http" && LoopbackHost.contains(host)) else {
             throw EntryError("_authority is not an https URL")
         }
         let segments = url.path.split(separator: "/")

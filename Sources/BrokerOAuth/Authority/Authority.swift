@@ -1,3 +1,4 @@
+import BrokerProtocol
 public import Foundation
 
 /// An authority: where users sign in and tokens come from.
@@ -105,9 +106,10 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
         url.absoluteString
     }
 
-    /// Whether `host` is a loopback address or `localhost`.
+    /// Whether `host` is a loopback address (127.0.0.0/8, ::1) or exactly `localhost`: never a name that merely
+    /// starts with `127.`.
     public static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
+        LoopbackHost.contains(host)
     }
 }
 

@@ -1,96 +1,116 @@
 public import Foundation
 import Synchronization
 
-/// Opens an authorization URL in a browser: the user's (`$BROWSER`, then `xdg-open`), or a command the app names.
+/// The programs that may open a sign-in page: named only by the user's configuration and the daemon's own
+/// environment, never by a client of the broker.
+public struct BrowserSettings: Sendable {
+    /// `customBrowser`'s profiles by name: `browser.<name> = <command>` in `tokenbrokerd.conf`.
+    public var profiles: [String: [String]]
+    /// The commands `systemBrowser` tries before `xdg-open`.
+    ///
+    /// In order: the configuration's `system-browser`, then each entry of the daemon's own `$BROWSER`.
+    public var systemBrowsers: [[String]]
+    /// The daemon's own environment: `PATH` finds the programs; a few variables pass to the browser.
+    public var environment: [String: String]
+    /// The configuration file, for messages that say where a profile goes.
+    public var configurationPath: String
+
+    /// Creates settings.
+    public init(
+        profiles: [String: [String]] = [:],
+        systemBrowser: [String]? = nil,
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        configurationPath: String = "tokenbrokerd.conf"
+    ) {
+        self.profiles = profiles
+        var candidates: [[String]] = systemBrowser.map { [$0] } ?? []
+        for entry in (environment["BROWSER"] ?? "").split(separator: ":") {
+            let words = entry.split(separator: " ").map(String.init)
+            if !words.isEmpty { candidates.append(words) }
+        }
+        self.systemBrowsers = candidates
+        self.environment = environment
+        self.configurationPath = configurationPath
+    }
+}
+
+/// Opens an authorization URL in a browser: the system's (the configuration's `system-browser`, the daemon's
+/// `$BROWSER`, then `xdg-open`), or a profile of the configuration.
 ///
-/// The browser runs with the caller's graphical session (`DISPLAY`, `WAYLAND_DISPLAY`, …), which the client
-/// forwards, so it appears on the caller's screen even though the daemon has none.
+/// The browser appears in the caller's graphical session: the client forwards its display variables (and nothing
+/// else of its environment is used). Programs are found on the daemon's own `PATH`.
 public enum BrowserLauncher {
-    /// The variables of the caller's environment passed to the browser: what it needs to reach the session.
-    public static let forwardedVariables: Set<String> = [
-        "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_RUNTIME_DIR", "XDG_SESSION_TYPE", "XDG_CURRENT_DESKTOP",
-        "XDG_DATA_DIRS", "XDG_CONFIG_DIRS", "DBUS_SESSION_BUS_ADDRESS", "BROWSER", "PATH", "HOME", "LANG", "LC_ALL",
+    /// The variables a client forwards: where its display is.
+    ///
+    /// Nothing here names or finds a program.
+    public static let displayVariables: Set<String> = [
+        "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_SESSION_TYPE", "XDG_CURRENT_DESKTOP",
+    ]
+
+    /// The variables of the daemon's own environment a browser gets: enough to find programs, the user's files,
+    /// language and session bus; nothing else the daemon was started with (a service's variables, secrets).
+    public static let inheritedVariables: Set<String> = [
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "XDG_RUNTIME_DIR", "XDG_DATA_DIRS",
+        "XDG_CONFIG_DIRS", "XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME",
+        "DBUS_SESSION_BUS_ADDRESS",
     ]
 
     /// How long a launcher that exits on its own (`xdg-open`) is waited for before the launch counts as done.
     public static let settleTime: Duration = .seconds(2)
 
-    /// Opens `url` with the user's browser: each entry of `$BROWSER` (colon-separated; `%s` stands for the URL,
-    /// otherwise it is appended), then `xdg-open`.
+    /// Opens `url` with the system browser.
     ///
-    /// The first that starts and does not fail at once wins.
+    /// Tries each of `settings.systemBrowsers` (`%s` stands for the URL, else it is appended), then `xdg-open`; the
+    /// first that starts and does not fail at once wins.
     public static func openSystemBrowser(
         _ url: URL,
-        environment: [String: String]
+        settings: BrowserSettings,
+        display: [String: String]
     ) async throws(BrowserError) -> LaunchedBrowser {
-        let caller = environment
-        let environment = childEnvironment(environment)
-        var candidates: [[String]] = []
-        if let browsers = environment["BROWSER"], !browsers.isEmpty {
-            for entry in browsers.split(separator: ":") {
-                let words = entry.split(separator: " ").map(String.init)
-                guard !words.isEmpty else { continue }
-                if words.contains(where: { $0.contains("%s") }) {
-                    candidates.append(words.map { $0.replacingOccurrences(of: "%s", with: url.absoluteString) })
-                } else {
-                    candidates.append(words + [url.absoluteString])
-                }
-            }
-        }
-        candidates.append(["xdg-open", url.absoluteString])
         var failures: [String] = []
-        for argv in candidates {
+        for command in settings.systemBrowsers + [["xdg-open"]] {
             do {
-                return try await launch(argv, environment: environment, caller: caller)
+                return try await launch(withURL(command, url), display: display, own: settings.environment)
             } catch {
                 failures.append(error.reason)
             }
         }
         throw BrowserError(
-            "no browser could be started (\(failures.joined(separator: "; "))); set $BROWSER, install xdg-utils, or "
-                + "use the device code"
+            "no browser could be started (\(failures.joined(separator: "; "))); install xdg-utils, set BROWSER for "
+                + "the broker, add system-browser = <command> to \(settings.configurationPath), or use the device code"
         )
     }
 
-    /// Runs the app's browser command with `url` as its last argument.
-    public static func openCustomBrowser(
+    /// Runs a profile's command with `url` (in place of `%s`, else as the last argument).
+    public static func open(
         _ url: URL,
-        command: [String],
-        environment: [String: String]
+        profile command: [String],
+        settings: BrowserSettings,
+        display: [String: String]
     ) async throws(BrowserError) -> LaunchedBrowser {
-        guard let program = command.first, !program.isEmpty else { throw BrowserError("the browser command is empty") }
-        return try await launch(
-            command + [url.absoluteString],
-            environment: childEnvironment(environment),
-            caller: environment
-        )
+        guard let program = command.first, !program.isEmpty else { throw BrowserError("the browser profile is empty") }
+        return try await launch(withURL(command, url), display: display, own: settings.environment)
     }
 
-    /// The variables that place a browser in a session: taken from the caller only, never from the daemon (whose
-    /// session, if any, is not necessarily the caller's).
-    public static let sessionVariables: Set<String> = [
-        "DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "BROWSER", "DBUS_SESSION_BUS_ADDRESS", "XDG_SESSION_TYPE",
-        "XDG_CURRENT_DESKTOP",
-    ]
+    private static func withURL(_ command: [String], _ url: URL) -> [String] {
+        if command.contains(where: { $0.contains("%s") }) {
+            return command.map { $0.replacingOccurrences(of: "%s", with: url.absoluteString) }
+        }
+        return command + [url.absoluteString]
+    }
 
-    /// The browser's environment: the daemon's own without its session variables, with the caller's forwarded
-    /// variables over it.
+    /// The browser's environment: the daemon's own inherited variables, with the caller's display variables.
     public static func childEnvironment(
-        _ caller: [String: String],
+        display: [String: String],
         own: [String: String] = ProcessInfo.processInfo.environment
     ) -> [String: String] {
-        var environment = own.filter { !sessionVariables.contains($0.key) && !serviceVariables.contains($0.key) }
-        for (name, value) in caller where forwardedVariables.contains(name) { environment[name] = value }
+        var environment = own.filter { inheritedVariables.contains($0.key) || $0.key.hasPrefix("LC_") }
+        for (name, value) in display where displayVariables.contains(name) { environment[name] = value }
         return environment
     }
 
-    /// What systemd hands a service, meant for the daemon alone: a browser must not inherit it.
-    static let serviceVariables: Set<String> = [
-        "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "INVOCATION_ID",
-        "JOURNAL_STREAM", "MAINPID", "MANAGERPID", "SYSTEMD_EXEC_PID", "STATE_DIRECTORY", "TOKENBROKER_SOCKET",
-    ]
-
-    /// Starts `argv`; fails when the program is not found, or exits non-zero within ``settleTime``.
+    /// Starts `argv`; fails when the program is not found on the daemon's `PATH`, or exits non-zero within
+    /// ``settleTime``.
     ///
     /// Under systemd (the daemon is a service: `INVOCATION_ID` is set) the browser is started by the user manager
     /// through `systemd-run --user`, as a unit of its own: not in the broker's cgroup (an idle exit or a restart
@@ -98,22 +118,18 @@ public enum BrowserLauncher {
     /// W+X memory and namespaces that the service forbids itself). `--wait` keeps its exit status observable.
     static func launch(
         _ argv: [String],
-        environment: [String: String],
-        caller: [String: String],
-        own: [String: String] = ProcessInfo.processInfo.environment
+        display: [String: String],
+        own: [String: String]
     ) async throws(BrowserError) -> LaunchedBrowser {
         let name = argv[0]
-        guard let executable = resolve(name, path: environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin") else {
-            throw BrowserError("\(name) was not found")
-        }
+        let path = own["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        guard let executable = resolve(name, path: path) else { throw BrowserError("\(name) was not found") }
         var program = executable.path
         var arguments = [executable.path] + argv.dropFirst()
-        if own["INVOCATION_ID"] != nil,
-            let systemdRun = resolve("systemd-run", path: own["PATH"] ?? "/usr/local/bin:/usr/bin:/bin")
-        {
+        if own["INVOCATION_ID"] != nil, let systemdRun = resolve("systemd-run", path: path) {
             let unit =
                 "tokenbroker-browser-\(RandomToken.make().prefix(12).lowercased().filter { $0.isLetter || $0.isNumber })"
-            let forwarded = caller.filter { forwardedVariables.contains($0.key) }.sorted { $0.key < $1.key }
+            let forwarded = display.filter { displayVariables.contains($0.key) }.sorted { $0.key < $1.key }
             program = systemdRun.path
             arguments =
                 [
@@ -121,6 +137,7 @@ public enum BrowserLauncher {
                     "--description=Sign-in browser started by tokenbroker",
                 ] + forwarded.map { "--setenv=\($0.key)=\($0.value)" } + ["--"] + arguments
         }
+        let environment = childEnvironment(display: display, own: own)
         let pid = try await ChildProcess.spawn(program, arguments: arguments, environment: environment)
         let browser = LaunchedBrowser(name: name)
         browser.started(pid: pid)
@@ -134,7 +151,7 @@ public enum BrowserLauncher {
     static func resolve(_ name: String, path: String) -> URL? {
         let manager = FileManager.default
         if name.contains("/") { return manager.isExecutableFile(atPath: name) ? URL(fileURLWithPath: name) : nil }
-        for directory in path.split(separator: ":") where !directory.isEmpty {
+        for directory in path.split(separator: ":") where directory.hasPrefix("/") {
             let candidate = "\(directory)/\(name)"
             if manager.isExecutableFile(atPath: candidate) { return URL(fileURLWithPath: candidate) }
         }
@@ -144,7 +161,7 @@ public enum BrowserLauncher {
 
 /// A browser process the broker started.
 ///
-/// Its exit status tells a launcher that failed after all (a custom command that exits non-zero before the
+/// Its exit status tells a launcher that failed after all (a profile's command that exits non-zero before the
 /// redirect came).
 public final class LaunchedBrowser: Sendable {
     /// The program's name.

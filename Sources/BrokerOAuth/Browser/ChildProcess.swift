@@ -1,8 +1,9 @@
+import CLinuxSupport
 import Foundation
 import Glibc
 
 /// Starts a program for the user, the way a session would: signals unblocked and at their defaults, its own
-/// process group, stdin, stdout and stderr on /dev/null.
+/// process group, stdin, stdout and stderr on /dev/null, and no other descriptor of the daemon's.
 ///
 /// Foundation's `Process` hands the child the spawning thread's signal mask and ignored signals. Threads of a
 /// Swift server process can have every signal blocked (seen: a child started from a test ran with all of them
@@ -38,6 +39,11 @@ enum ChildProcess {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        // Nothing else of ours: not the listening socket (a browser holding it kept a restarted daemon from
+        // binding), not a caller's connection, not the redirect listener, not the cache.
+        guard tb_spawn_file_actions_addclosefrom(&actions, 3) == 0 else {
+            throw BrowserError("\(arguments.first ?? executable) could not be started: no closefrom in posix_spawn")
+        }
 
         let argv = arguments.map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -16,31 +16,49 @@ public enum RedirectVerdict: Sendable {
 /// browser to come back from the provider, accepts the one redirect the judge approves, and shows a small page
 /// telling the user they can close the window.
 ///
-/// Requests to other paths get 404; redirects the judge rejects (another `state`) get 400 and the wait goes on;
-/// after the accepted one, every redirect gets 400. The listener binds 127.0.0.1 only.
+/// It also serves the sign-in's start page (``startPage(redirectingTo:)``): a one-time path that sends the browser
+/// on to the authorization URL, so that the URL, with its `state`, `nonce`, PKCE challenge and login hint, never
+/// appears on a command line, which every local user can read in `/proc`.
+///
+/// Only processes of this user are served: the owner of each connection's peer socket is looked up in the kernel's
+/// table (`/proc/net/tcp`), and anyone else gets 403, whatever `state` they bring. Requests to other paths get
+/// 404; redirects the judge rejects (another `state`) get 400 and the wait goes on; after the accepted one, every
+/// redirect gets 400. At most ``maximumConnections`` connections are open at once, each for at most
+/// ``requestTimeout``; closing the receiver closes them all.
 public final class LoopbackRedirectReceiver: Sendable {
     /// The port the listener got.
     public let port: Int
     /// The redirect URI to send to the provider: `http://<host>:<port><path>`.
     public let redirectURI: String
-    private let channel: any Channel
+    private let channels: [any Channel]
     private let state: SharedState
     private let stream: AsyncStream<String>
 
-    private init(port: Int, redirectURI: String, channel: any Channel, state: SharedState, stream: AsyncStream<String>)
-    {
+    /// Connections open at once; more are closed at once (a flood must not take the daemon's descriptors).
+    public static let maximumConnections = 16
+    /// The longest one connection may take to send its request; then it is closed.
+    static let requestTimeout: TimeAmount = .seconds(10)
+
+    private init(
+        port: Int,
+        redirectURI: String,
+        channels: [any Channel],
+        state: SharedState,
+        stream: AsyncStream<String>
+    ) {
         self.port = port
         self.redirectURI = redirectURI
-        self.channel = channel
+        self.channels = channels
         self.state = state
         self.stream = stream
     }
 
-    /// Starts listening on 127.0.0.1.
+    /// Starts listening on 127.0.0.1, and on ::1 as well when `host` is `localhost` (a browser may resolve it to
+    /// either).
     ///
-    /// `host` is the host the redirect URI names, `127.0.0.1` or `localhost` (both reach this listener); `port` a
-    /// fixed port, or 0 for an ephemeral one; `path` the path the redirect comes to; `judge` decides, from the full
-    /// redirect URL, whether a redirect is the sign-in's.
+    /// `host` is the host the redirect URI names, `127.0.0.1` or `localhost`; `port` a fixed port, or 0 for an
+    /// ephemeral one; `path` the path the redirect comes to; `judge` decides, from the full redirect URL, whether a
+    /// redirect is the sign-in's.
     public static func start(
         host: String = "127.0.0.1",
         port: Int = 0,
@@ -50,28 +68,72 @@ public final class LoopbackRedirectReceiver: Sendable {
         let (stream, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(1))
         let path = path.isEmpty ? "/" : path
         let state = SharedState(path: path, judge: judge, continuation: continuation)
-        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        var lastError: (any Error)?
+        // With localhost, the same port on ::1 too; an ephemeral port taken there is tried again a few times.
+        for _ in 0..<(host == "localhost" && port == 0 ? 8 : 1) {
+            do {
+                let ipv4 = try await bind(host: "127.0.0.1", port: port, state: state)
+                guard let boundPort = ipv4.localAddress?.port else {
+                    try? await ipv4.close()
+                    throw RedirectRejection("the loopback listener has no port")
+                }
+                var channels = [ipv4]
+                if host == "localhost" {
+                    do {
+                        channels.append(try await bind(host: "::1", port: boundPort, state: state))
+                    } catch let error as IOError where error.errnoCode == EADDRINUSE && port == 0 {
+                        try? await ipv4.close()
+                        lastError = error
+                        continue
+                    } catch {
+                        // No IPv6 on this machine: 127.0.0.1 alone serves every browser here.
+                    }
+                }
+                state.setOrigin("http://\(host):\(boundPort)")
+                return LoopbackRedirectReceiver(
+                    port: boundPort,
+                    redirectURI: "http://\(host):\(boundPort)\(path)",
+                    channels: channels,
+                    state: state,
+                    stream: stream
+                )
+            } catch let error as RedirectRejection {
+                throw error
+            } catch {
+                lastError = error
+            }
+        }
+        throw lastError ?? RedirectRejection("the loopback listener could not start")
+    }
+
+    private static func bind(host: String, port: Int, state: SharedState) async throws -> any Channel {
+        try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    guard state.admit(channel) else {
+                        channel.close(promise: nil)
+                        return
+                    }
+                    let owner = LoopbackPeer.owner(local: channel.localAddress, remote: channel.remoteAddress)
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(RedirectHandler(state: state))
+                    try channel.pipeline.syncOperations.addHandler(RedirectHandler(state: state, owner: owner))
+                    // However slowly a request comes, the connection is closed after the timeout.
+                    channel.eventLoop.scheduleTask(in: requestTimeout) { channel.close(promise: nil) }
                 }
             }
-            .bind(host: "127.0.0.1", port: port)
+            .bind(host: host, port: port)
             .get()
-        guard let boundPort = channel.localAddress?.port else {
-            try? await channel.close()
-            throw RedirectRejection("the loopback listener has no port")
-        }
-        state.setOrigin("http://\(host):\(boundPort)")
-        return LoopbackRedirectReceiver(
-            port: boundPort,
-            redirectURI: "http://\(host):\(boundPort)\(path)",
-            channel: channel,
-            state: state,
-            stream: stream
-        )
+    }
+
+    /// Serves a one-time start page that sends the browser on to `url`; returns its address, for the browser's
+    /// command line.
+    ///
+    /// The address holds a random path and nothing of the authorization request.
+    public func startPage(redirectingTo url: URL) -> URL {
+        let token = RandomToken.make()
+        state.setStart(path: "/tokenbroker/start/\(token)", target: url)
+        return URL(string: state.origin + "/tokenbroker/start/\(token)") ?? url
     }
 
     /// Waits for the accepted redirect and returns its full URL; nil when the task was canceled or the receiver
@@ -81,19 +143,31 @@ public final class LoopbackRedirectReceiver: Sendable {
         return await iterator.next()
     }
 
-    /// Stops listening.
-    ///
-    /// Connections in progress are closed.
+    /// Stops listening and closes every connection still open.
     public func close() async {
         state.finish()
-        try? await channel.close()
+        for channel in channels { try? await channel.close() }
+        for connection in state.takeConnections() { try? await connection.close() }
+    }
+
+    /// How many connections are open now (for tests and status).
+    public var openConnections: Int {
+        state.connectionCount
     }
 
     fileprivate final class SharedState: Sendable {
         let path: String
         let judge: @Sendable (String) -> RedirectVerdict
         private let continuation: AsyncStream<String>.Continuation
-        private let mutable = Mutex<(origin: String, done: Bool)>(("", false))
+        private let mutable = Mutex<Mutable>(Mutable())
+
+        private struct Mutable {
+            var origin = ""
+            var done = false
+            var startPath: String?
+            var startTarget: URL?
+            var connections: [ObjectIdentifier: any Channel] = [:]
+        }
 
         init(
             path: String,
@@ -105,8 +179,54 @@ public final class LoopbackRedirectReceiver: Sendable {
             self.continuation = continuation
         }
 
+        var origin: String {
+            mutable.withLock { $0.origin }
+        }
+
         func setOrigin(_ origin: String) {
             mutable.withLock { $0.origin = origin }
+        }
+
+        func setStart(path: String, target: URL) {
+            mutable.withLock {
+                $0.startPath = path
+                $0.startTarget = target
+            }
+        }
+
+        /// Takes a new connection, unless the listener is full.
+        func admit(_ channel: any Channel) -> Bool {
+            let id = ObjectIdentifier(channel)
+            let admitted = mutable.withLock { state -> Bool in
+                guard state.connections.count < LoopbackRedirectReceiver.maximumConnections else { return false }
+                state.connections[id] = channel
+                return true
+            }
+            if admitted {
+                channel.closeFuture.whenComplete { _ in
+                    self.mutable.withLock { _ = $0.connections.removeValue(forKey: id) }
+                }
+            }
+            return admitted
+        }
+
+        var connectionCount: Int {
+            mutable.withLock { $0.connections.count }
+        }
+
+        func takeConnections() -> [any Channel] {
+            mutable.withLock { state in
+                defer { state.connections.removeAll() }
+                return Array(state.connections.values)
+            }
+        }
+
+        /// Where the start page sends the browser, for a request to `path`; nil for any other path.
+        func startTarget(for path: String) -> URL? {
+            mutable.withLock { state in
+                guard !state.done, let startPath = state.startPath, startPath == path else { return nil }
+                return state.startTarget
+            }
         }
 
         /// Judges a request to the redirect path: the status and page to answer.
@@ -151,10 +271,12 @@ private final class RedirectHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let state: LoopbackRedirectReceiver.SharedState
+    private let owner: LoopbackPeer.Owner
     private var head: HTTPRequestHead?
 
-    init(state: LoopbackRedirectReceiver.SharedState) {
+    init(state: LoopbackRedirectReceiver.SharedState, owner: LoopbackPeer.Owner) {
         self.state = state
+        self.owner = owner
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -170,15 +292,31 @@ private final class RedirectHandler: ChannelInboundHandler {
 
     private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
         let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
-        let (status, page): (HTTPResponseStatus, String)
-        if head.method != .GET {
-            (status, page) = (.methodNotAllowed, Page.render(title: "Not allowed", text: "Only GET is served here."))
-        } else if path != state.path {
-            (status, page) = (.notFound, Page.render(title: "Not found", text: "Nothing here."))
-        } else {
-            (status, page) = state.handle(uri: head.uri)
-        }
         var headers = HTTPHeaders()
+        let (status, page): (HTTPResponseStatus, String)
+        let foreign: Bool
+        switch owner {
+        case .uid(let uid): foreign = uid != getuid()
+        case .gone: foreign = true
+        case .unknown: foreign = false  // no /proc to tell: the state, which never left this user, still guards
+        }
+        switch owner {
+        case _ where foreign:
+            // Another user (or a connection already gone): nothing of this sign-in is theirs.
+            (status, page) = (
+                .forbidden, Page.render(title: "Not yours", text: "This sign-in belongs to another user.")
+            )
+        case _ where head.method != .GET:
+            (status, page) = (.methodNotAllowed, Page.render(title: "Not allowed", text: "Only GET is served here."))
+        case _ where state.startTarget(for: path) != nil:
+            let target = state.startTarget(for: path)?.absoluteString ?? ""
+            headers.add(name: "Location", value: target)
+            (status, page) = (.found, Page.render(title: "Signing in", text: "Continue to the sign-in page."))
+        case _ where path == state.path:
+            (status, page) = state.handle(uri: head.uri)
+        default:
+            (status, page) = (.notFound, Page.render(title: "Not found", text: "Nothing here."))
+        }
         headers.add(name: "Content-Type", value: "text/html; charset=utf-8")
         headers.add(name: "Content-Length", value: "\(page.utf8.count)")
         headers.add(name: "Cache-Control", value: "no-store")

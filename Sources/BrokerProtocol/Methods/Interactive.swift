@@ -3,9 +3,11 @@ public enum WebviewType: String, Sendable, Hashable, Codable, CaseIterable {
     /// `systemBrowser` when the caller has a graphical session (`DISPLAY` or `WAYLAND_DISPLAY`), else
     /// `deviceCode`.
     case `default`
-    /// `xdg-open` (or `$BROWSER`) on the authorization URL, with a loopback redirect; fails if no browser starts.
+    /// The user's browser (the configuration's `system-browser`, the broker's `$BROWSER`, else `xdg-open`), with a
+    /// loopback redirect; fails if no browser starts.
     case systemBrowser
-    /// The command in `browserCommand` opens the URL (a browser profile, a kiosk, a private window).
+    /// A browser profile of the user's configuration, named by `browserProfile` (a private window, a kiosk, another
+    /// browser): `browser.<name> = <command>` in `tokenbrokerd.conf`.
     case customBrowser
     /// The caller shows the page in its own web view and returns the redirect with `completeInteractiveFlow`.
     case embedded
@@ -26,10 +28,17 @@ public struct AcquireTokenInteractivelyParams: Sendable, Hashable, Codable {
     ///
     /// Default: `default`.
     public var webviewType: WebviewType?
-    /// For `customBrowser`: the program and its arguments; the authorization URL is appended as the last one.
+    /// For `customBrowser`: the name of a browser profile of the user's configuration.
+    ///
+    /// Profiles are `browser.<name>` lines in `tokenbrokerd.conf`; a client never names a program itself.
+    public var browserProfile: String?
+    /// Refused since protocol 1.1 (a client could make the broker run any program): name a profile in
+    /// ``browserProfile`` instead.
     public var browserCommand: [String]?
-    /// The caller's `DISPLAY`, `WAYLAND_DISPLAY`, `BROWSER` and `XDG_*` variables, so the broker opens the
-    /// browser in the caller's session.
+    /// The caller's display, so that the browser appears in the caller's session.
+    ///
+    /// `DISPLAY`, `WAYLAND_DISPLAY`, `XAUTHORITY`, `XDG_SESSION_TYPE`, `XDG_CURRENT_DESKTOP`; other variables are
+    /// ignored.
     public var environment: [String: String]?
     /// Give up after this many seconds (default 300).
     public var timeoutSeconds: Int?
@@ -40,6 +49,7 @@ public struct AcquireTokenInteractivelyParams: Sendable, Hashable, Codable {
     public init(
         authParameters: AuthParameters,
         webviewType: WebviewType? = nil,
+        browserProfile: String? = nil,
         browserCommand: [String]? = nil,
         environment: [String: String]? = nil,
         timeoutSeconds: Int? = nil,
@@ -47,6 +57,7 @@ public struct AcquireTokenInteractivelyParams: Sendable, Hashable, Codable {
     ) {
         self.authParameters = authParameters
         self.webviewType = webviewType
+        self.browserProfile = browserProfile
         self.browserCommand = browserCommand
         self.environment = environment
         self.timeoutSeconds = timeoutSeconds

@@ -1,0 +1,75 @@
+import BrokerSettings
+import Foundation
+import Testing
+
+struct ConfigurationFileTests {
+    /// Every key, comments, blank lines; bad lines are reported with their number, never fatal.
+    @Test func readsEveryKeyAndReportsTheRest() {
+        let contents = ConfigurationFile.parse(
+            """
+            # tokenbroker
+            log-level = debug
+            browser.firefox-private = firefox --private-window   # a comment
+            browser.kiosk = '/opt/My Browser/browser' --kiosk %s
+            system-browser = chromium --new-window
+
+            browser.bad name = x
+            browser.empty =
+            log-level = loud
+            surprise = 1
+            no equals sign
+            """
+        )
+        #expect(contents.logLevel == "debug")
+        #expect(contents.browserProfiles["firefox-private"] == ["firefox", "--private-window"])
+        #expect(contents.browserProfiles["kiosk"] == ["/opt/My Browser/browser", "--kiosk", "%s"])
+        #expect(contents.systemBrowser == ["chromium", "--new-window"])
+        #expect(contents.browserProfiles.count == 2)
+        #expect(contents.problems.count == 5, "\(contents.problems)")
+        #expect(contents.problems.allSatisfy { $0.hasPrefix("line ") })
+    }
+
+    /// The file's place: the option, else $XDG_CONFIG_HOME, else ~/.config.
+    @Test func findsTheFileByTheXDGRule() {
+        #expect(ConfigurationFile(path: "/etc/x.conf").url.path == "/etc/x.conf")
+        #expect(
+            ConfigurationFile(environment: ["XDG_CONFIG_HOME": "/c", "HOME": "/h"]).url.path
+                == "/c/tokenbroker/tokenbrokerd.conf"
+        )
+        #expect(
+            ConfigurationFile(environment: ["XDG_CONFIG_HOME": "relative", "HOME": "/h"]).url.path
+                == "/h/.config/tokenbroker/tokenbrokerd.conf"
+        )
+    }
+
+    /// Saving a profile replaces its line or adds one, keeps every other line, and makes the file private.
+    @Test func savesAProfileKeepingTheRest() throws {
+        let directory = URL(filePath: NSTemporaryDirectory()).appending(path: "settings-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = ConfigurationFile(path: directory.appending(path: "tokenbroker/tokenbrokerd.conf").path)
+        try file.saveBrowserProfile("work", command: ["firefox", "-P", "work profile"])
+        #expect(file.read().browserProfiles["work"] == ["firefox", "-P", "work profile"])
+        try Data("# mine\nlog-level = debug\nbrowser.work = old\n".utf8).write(to: file.url)
+        try file.saveBrowserProfile("work", command: ["firefox", "-P", "work"])
+        try file.saveBrowserProfile("other", command: ["chromium"])
+        let text = try String(contentsOf: file.url, encoding: .utf8)
+        #expect(text == "# mine\nlog-level = debug\nbrowser.work = firefox -P work\nbrowser.other = chromium\n")
+        let mode = try FileManager.default.attributesOfItem(atPath: file.url.path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+    }
+
+    /// Profile names are plain words.
+    @Test(arguments: [("work", true), ("firefox-private_2", true), ("", false), ("a b", false), ("../x", false)])
+    func profileNamesArePlainWords(name: String, valid: Bool) {
+        #expect(ConfigurationFile.isProfileName(name) == valid)
+    }
+
+    /// Shell words: quotes, escapes, no expansion; an unclosed quote is an error; quoting reads back.
+    @Test func splitsAndQuotesShellWords() {
+        #expect(ShellWords.split(#"a 'b c' "d \"e\"" f\ g $HOME"#) == ["a", "b c", #"d "e""#, "f g", "$HOME"])
+        #expect(ShellWords.split("'open") == nil)
+        for word in ["plain", "with space", "it's", "", "$(x)"] {
+            #expect(ShellWords.split(ShellWords.quote(word)) == [word])
+        }
+    }
+}
