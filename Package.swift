@@ -61,7 +61,7 @@ let package = Package(
         // The MSAL unified cache model, freshness rules, the SQLite store, sealing, MSAL/ADAL interchange.
         .target(
             name: "BrokerCache",
-            dependencies: ["BrokerProtocol", grdb, crypto, logging],
+            dependencies: ["BrokerProtocol", "CLinuxSupport", grdb, crypto, logging],
             swiftSettings: swiftSettings
         ),
         // The OAuth/OIDC client side: authorities, discovery, grants, id_token checks, loopback redirect, browsers.
@@ -102,7 +102,8 @@ let package = Package(
             name: "tokenbrokerd",
             dependencies: [
                 "BrokerServer", "BrokerCore", "BrokerCache", "BrokerOAuth", "BrokerProtocol", "BrokerSystemd",
-                "BrokerSettings", argumentParser, logging, serviceLifecycle, unixSignals, nioCore, nioPosix,
+                "BrokerSettings", "CLinuxSupport", argumentParser, logging, serviceLifecycle, unixSignals, nioCore,
+                nioPosix,
             ],
             swiftSettings: swiftSettings
         ),
@@ -131,7 +132,10 @@ let package = Package(
         // Test-only helpers: temporary directories, starting the built daemon, cache fixtures.
         .target(
             name: "BrokerTestSupport",
-            dependencies: ["BrokerProtocol", "BrokerClient", "BrokerCache", "BrokerOAuth", "BrokerSettings", logging],
+            dependencies: [
+                "BrokerProtocol", "BrokerClient", "BrokerCache", "BrokerOAuth", "BrokerSettings", "CLinuxSupport",
+                logging,
+            ],
             path: "Tests/BrokerTestSupport",
             swiftSettings: swiftSettings
         ),

@@ -67,7 +67,7 @@ public struct CacheLocation: Sendable {
     public func openStore() throws -> SQLiteTokenStore {
         try Directories.ensurePrivateDirectory(stateDirectory)
         try Directories.ensurePrivateDirectory(databaseURL.deletingLastPathComponent())
-        let key: SymmetricKey
+        let key: KeyMemory
         if let existing = try KeyFile.load(keyURL) {
             key = existing
         } else if SQLiteTokenStore.holdsData(at: databaseURL) {
@@ -79,6 +79,6 @@ public struct CacheLocation: Sendable {
         } else {
             key = try KeyFile.create(keyURL)
         }
-        return try SQLiteTokenStore(url: databaseURL, sealer: SecretSealer(key: key))
+        return try SQLiteTokenStore(url: databaseURL, sealer: try SecretSealer(key: key))
     }
 }

@@ -134,6 +134,9 @@ struct Daemon: AsyncParsableCommand {
             return LevelControlled(StreamLogHandler.standardError(label: label), control: levels)
         }
         let logger = Logger(label: "tokenbroker")
+        for problem in ProcessHardening.apply() {
+            logger.warning("\(problem)")
+        }
         for problem in file.problems {
             logger.warning("configuration file: \(problem)", metadata: ["file": "\(settings.url.path)"])
         }

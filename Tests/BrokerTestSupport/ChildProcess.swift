@@ -1,3 +1,4 @@
+import CLinuxSupport
 public import Foundation
 import Synchronization
 
@@ -73,6 +74,11 @@ public final class ChildProcess: Sendable {
                 for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
                 posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 1)
             }
+        }
+        // Nothing else of this process: a descriptor some test holds open for writing a script would otherwise
+        // live on in a long-lived child (a daemon, a provider), and running that script would fail with ETXTBSY.
+        guard tb_spawn_file_actions_addclosefrom(&actions, 3) == 0 else {
+            throw TestSetupError("\(executable) could not be started: no closefrom in posix_spawn")
         }
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]

@@ -93,6 +93,10 @@ check "both accounts are there" [ "$(accounts)" = 2 ]
 
 # --- reload: RELOADING=1 … READY=1, same process
 PID=$(unit MainPID)
+check "no core dump: the unit's LimitCORE=0 reaches the broker" grep -Eq "^Max core file size +0 +0 " "/proc/$PID/limits"
+check "the unit raises the descriptor limit" grep -Eq "^Max open files +8192 " "/proc/$PID/limits"
+check "the unit bounds the broker's memory" [ "$(unit MemoryMax)/$(unit MemoryHigh)" = "$((512 << 20))/$((256 << 20))" ]
+check "files the broker creates are private (UMask=0077)" [ "$(stat -c %a "$HOME/.local/state/tokenbroker/db/cache.sqlite3")" = 600 ]
 check "systemctl --user reload" systemctl --user reload tokenbrokerd.service
 check "a reload keeps the process" [ "$(unit MainPID)" = "$PID" ]
 # systemd 252 ends the reload job when ExecReload's kill returns, before the daemon's READY=1: wait for the status.

@@ -1,4 +1,3 @@
-public import Crypto
 public import Foundation
 
 /// The sealing key's file: 32 random bytes, mode 0600, in a 0700 directory, owned by the user.
@@ -9,7 +8,7 @@ public enum KeyFile {
     /// The key in `url`, or nil when the file does not exist.
     ///
     /// Refuses a file others can read or that another user owns, as ssh refuses a private key.
-    public static func load(_ url: URL) throws -> SymmetricKey? {
+    public static func load(_ url: URL) throws -> KeyMemory? {
         let path = url.path
         var info = stat()
         guard lstat(path, &info) == 0 else {
@@ -25,22 +24,28 @@ public enum KeyFile {
         guard info.st_mode & 0o077 == 0 else {
             throw CacheError(.insecure, "the cache key \(path) is readable by others; run: chmod 600 \(path)")
         }
-        let data = try Data(contentsOf: url)
-        guard data.count == 32 else { throw CacheError(.corrupt, "the cache key \(path) is not 32 bytes long") }
-        return SymmetricKey(data: data)
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else {
+            throw CacheError(.io, "cannot read the cache key \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        guard let key = try KeyMemory.read(from: fd) else {
+            throw CacheError(.corrupt, "the cache key \(path) is not 32 bytes long")
+        }
+        return key
     }
 
     /// Creates a new random key at `url` (and its 0700 directory); fails if the file already exists.
-    public static func create(_ url: URL) throws -> SymmetricKey {
+    public static func create(_ url: URL) throws -> KeyMemory {
         try Directories.ensurePrivateDirectory(url.deletingLastPathComponent())
-        let key = SymmetricKey(size: .bits256)
+        let key = try KeyMemory.random()
         let fd = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else {
             throw CacheError(.io, "cannot create the cache key \(url.path): \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }
         let written = key.withUnsafeBytes { bytes in write(fd, bytes.baseAddress, bytes.count) }
-        guard written == 32, fsync(fd) == 0 else {
+        guard written == KeyMemory.length, fsync(fd) == 0 else {
             unlink(url.path)
             throw CacheError(.io, "cannot write the cache key \(url.path): \(String(cString: strerror(errno)))")
         }

@@ -7,16 +7,32 @@ public import Foundation
 /// to another row fails to open instead of serving the wrong token.
 public struct SecretSealer: Sendable {
     private static let formatVersion: UInt8 = 1
-    private let key: SymmetricKey
+    private let key: KeyMemory
+    /// A subkey for row ids, derived so that no value is computed twice under the sealing key.
+    private let rowKey: KeyMemory
+
+    /// A sealer for `key`, kept in memory that core dumps leave out.
+    public init(key: KeyMemory) throws {
+        self.key = key
+        rowKey = try key.withKey { key in
+            try KeyMemory(
+                HKDF<SHA256>.deriveKey(
+                    inputKeyMaterial: key,
+                    info: Data("tokenbroker row ids v1".utf8),
+                    outputByteCount: KeyMemory.length
+                )
+            )
+        }
+    }
 
     /// A sealer for `key` (32 bytes).
-    public init(key: SymmetricKey) {
-        self.key = key
+    public init(key: SymmetricKey) throws {
+        try self.init(key: try KeyMemory(key))
     }
 
     /// Seals `plaintext` for the entry `context`.
     public func seal(_ plaintext: Data, context: String) throws -> Data {
-        let box = try AES.GCM.seal(plaintext, using: key, authenticating: Data(context.utf8))
+        let box = try key.withKey { key in try AES.GCM.seal(plaintext, using: key, authenticating: Data(context.utf8)) }
         guard let combined = box.combined else { throw CacheError(.corrupt, "AES-GCM produced no combined box") }
         return Data([Self.formatVersion]) + combined
     }
@@ -28,7 +44,7 @@ public struct SecretSealer: Sendable {
         }
         do {
             let box = try AES.GCM.SealedBox(combined: sealed.dropFirst())
-            return try AES.GCM.open(box, using: key, authenticating: Data(context.utf8))
+            return try key.withKey { key in try AES.GCM.open(box, using: key, authenticating: Data(context.utf8)) }
         } catch {
             throw CacheError(.corrupt, "a sealed entry failed authentication", underlying: error)
         }
@@ -38,17 +54,15 @@ public struct SecretSealer: Sendable {
     /// account ids nor client ids (MSAL keys are built from both).
     public func rowID(section: String, key: String) -> String {
         let input = Data("tokenbroker.row.v1\u{0}\(section)\u{0}\(key)".utf8)
-        return Data(HMAC<SHA256>.authenticationCode(for: input, using: rowKey)).base64EncodedString()
-    }
-
-    /// A subkey for row ids, derived so that no value is computed twice under the sealing key.
-    private var rowKey: SymmetricKey {
-        HKDF<SHA256>.deriveKey(inputKeyMaterial: key, info: Data("tokenbroker row ids v1".utf8), outputByteCount: 32)
+        return rowKey.withKey { key in Data(HMAC<SHA256>.authenticationCode(for: input, using: key)) }
+            .base64EncodedString()
     }
 
     /// A value that identifies the key without revealing it: HMAC-SHA256 of a fixed label.
     public var keyCheck: String {
-        let mac = HMAC<SHA256>.authenticationCode(for: Data("tokenbroker key check v1".utf8), using: key)
-        return Data(mac).base64EncodedString()
+        let mac = key.withKey { key in
+            Data(HMAC<SHA256>.authenticationCode(for: Data("tokenbroker key check v1".utf8), using: key))
+        }
+        return mac.base64EncodedString()
     }
 }
