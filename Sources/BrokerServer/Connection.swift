@@ -138,10 +138,10 @@ struct Connection: Sendable {
                     metrics.recordError(method: "", error: error, correlationId: nil)
                     try await channel.writeAndFlush(Dispatcher.encode(ErrorResponse(id: nil, error: error)))
                     break reading
-                case .outputBudgetExceeded:
+                case .peerNotReading:
                     // The peer does not read: nothing it would see can be sent. Free what is queued now.
                     settings.logger.warning(
-                        "connection closed: its peer left too many answers unread",
+                        "connection closed: its peer does not read its answers",
                         metadata: ["pid": "\(caller.pid)"]
                     )
                     metrics.recordError(

@@ -1,5 +1,9 @@
 import NIOCore
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What the framer passes on: frames, and the conditions that end a connection.
 enum FrameEvent: Sendable {
     /// One message: the bytes of a line, without the newline.
@@ -10,8 +14,9 @@ enum FrameEvent: Sendable {
     case idle(partialFrame: Bool)
     /// A message started arriving and did not end within the frame deadline (a peer trickling bytes).
     case frameTimedOut
-    /// The peer left more unread answers queued than the output budget allows.
-    case outputBudgetExceeded
+    /// The peer does not read: it left more answers queued than the output budget allows, or took none of the
+    /// answers waiting for it for the idle timeout.
+    case peerNotReading
 }
 
 /// The limits a connection's framer enforces.
@@ -37,7 +42,8 @@ struct FrameLimits: Sendable {
 /// one being written, which may be a large export) close the connection.
 ///
 /// Activity, for the idle timeout, is bytes read and answer bytes the peer took; a peer that neither sends nor reads
-/// is idle even with answers waiting. A frame that does not complete within ``FrameLimits/frameDeadline`` of its
+/// is idle, and one that does so with answers waiting does not read (its connection ends even with requests in
+/// flight, whose answers would wait for it forever). A frame that does not complete within ``FrameLimits/frameDeadline`` of its
 /// first byte ends the connection, however slowly its bytes trickle in.
 ///
 /// Bytes past an oversized line are dropped: the reader answers `frame_too_large` and closes.
@@ -52,6 +58,8 @@ final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var scanned = 0
     private var stopped = false
     private var lastActivity: NIODeadline = .uptimeNanoseconds(0)
+    /// The socket's queue for the peer when last looked at (see ``check(context:)``); nil after an answer went out.
+    private var lastQueued: UInt32?
     /// When the frame waiting in `pending` received its first byte.
     private var frameStarted: NIODeadline?
     private var timer: Scheduled<Void>?
@@ -159,29 +167,41 @@ final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     // MARK: Writing
 
+    /// Answers go to the socket in pieces of this size at most, each one taken a sign of progress: a peer reading a
+    /// large answer slowly is reading, not stalled.
+    static let progressPiece = 64 * 1024
+
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        let size = unwrapOutboundIn(data).readableBytes
+        var answer = unwrapOutboundIn(data)
+        let size = answer.readableBytes
         // What waits besides the largest answer (an export may be large on its own) must stay within the budget.
         let largest = max(largestUnsent, size)
         guard unsent + size - largest <= limits.outputBudget else {
             // The peer is not reading: drop this answer and end the connection.
             promise?.fail(ChannelError.outputClosed)
-            return stop(.outputBudgetExceeded, context: context)
+            return stop(.peerNotReading, context: context)
         }
+        guard size > 0 else { return context.write(data, promise: promise) }
         unsent += size
         largestUnsent = largest
-        let taken = context.eventLoop.makePromise(of: Void.self)
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let eventLoop = context.eventLoop
-        taken.futureResult.whenComplete { _ in
-            // Write promises complete on the channel's event loop.
-            let handler = loopBound.value
-            handler.unsent -= size
-            if handler.unsent == 0 { handler.largestUnsent = 0 }
-            handler.lastActivity = eventLoop.now
+        while let piece = answer.readSlice(length: min(answer.readableBytes, Self.progressPiece)),
+            piece.readableBytes > 0
+        {
+            let count = piece.readableBytes
+            let taken = eventLoop.makePromise(of: Void.self)
+            taken.futureResult.whenComplete { _ in
+                // Write promises complete on the channel's event loop.
+                let handler = loopBound.value
+                handler.unsent -= count
+                if handler.unsent == 0 { handler.largestUnsent = 0 }
+                handler.lastActivity = eventLoop.now
+                handler.lastQueued = nil
+            }
+            if answer.readableBytes == 0, let promise { taken.futureResult.cascade(to: promise) }
+            context.write(wrapOutboundOut(piece), promise: taken)
         }
-        if let promise { taken.futureResult.cascade(to: promise) }
-        context.write(data, promise: taken)
     }
 
     // MARK: Timers
@@ -199,15 +219,51 @@ final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if let started = frameStarted, now - started >= limits.frameDeadline {
             return stop(.frameTimedOut, context: context)
         }
-        let idleFor = now - lastActivity
-        if idleFor >= limits.idleTimeout, !stopped {
+        guard !stopped else { return }
+        if now - lastActivity >= limits.idleTimeout, unsent > 0 {
+            // Answers wait and none went out for the idle timeout: unless the peer took bytes from the socket's
+            // queue meanwhile (a slow reader of a large answer), it does not read.
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            Self.queuedBytes(context.channel).whenComplete { result in
+                let (handler, context) = loopBound.value
+                let queued = try? result.get()
+                guard let queued, queued != handler.lastQueued else {
+                    return handler.stop(.peerNotReading, context: context)
+                }
+                handler.lastQueued = queued
+                handler.lastActivity = context.eventLoop.now
+                handler.scheduleNextCheck(context: context)
+            }
+            return
+        }
+        if now - lastActivity >= limits.idleTimeout {
             lastActivity = now
             context.fireChannelRead(wrapInboundOut(.idle(partialFrame: (pending?.readableBytes ?? 0) > 0)))
             context.fireChannelReadComplete()
         }
+        scheduleNextCheck(context: context)
+    }
+
+    private func scheduleNextCheck(context: ChannelHandlerContext) {
         guard !stopped else { return }
+        let now = context.eventLoop.now
         var next = limits.idleTimeout - (now - lastActivity)
         if let started = frameStarted { next = min(next, limits.frameDeadline - (now - started)) }
         scheduleCheck(context: context, after: max(next, .milliseconds(1)))
+    }
+
+    /// The bytes the kernel holds for the peer to read, which fall as the peer reads.
+    ///
+    /// `SO_MEMINFO`'s write allocation; fails where the channel is no socket.
+    private static func queuedBytes(_ channel: any Channel) -> EventLoopFuture<UInt32> {
+        guard let provider = channel as? any SocketOptionProvider else {
+            return channel.eventLoop.makeFailedFuture(ChannelError.operationUnsupported)
+        }
+        typealias MemoryInfo = (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32)
+        let info: EventLoopFuture<MemoryInfo> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET),
+            name: SocketOptionName(55)  // SO_MEMINFO (Linux 4.6), which Glibc's module does not declare
+        )
+        return info.map { $0.2 }  // SK_MEMINFO_WMEM_ALLOC
     }
 }

@@ -14,8 +14,8 @@ enum ConnectionEvent: Sendable {
     case idle(partialFrame: Bool)
     /// A frame did not complete within the frame deadline.
     case frameTimedOut
-    /// The peer does not read its answers.
-    case outputBudgetExceeded
+    /// The peer does not read its answers (see ``FrameEvent/peerNotReading``).
+    case peerNotReading
 }
 
 /// Decodes each frame and answers on the event loop whatever the in-memory cache can answer at once (a cached
@@ -63,8 +63,8 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             context.fireChannelRead(wrapInboundOut(.idle(partialFrame: partialFrame)))
         case .frameTimedOut:
             context.fireChannelRead(wrapInboundOut(.frameTimedOut))
-        case .outputBudgetExceeded:
-            context.fireChannelRead(wrapInboundOut(.outputBudgetExceeded))
+        case .peerNotReading:
+            context.fireChannelRead(wrapInboundOut(.peerNotReading))
         }
     }
 

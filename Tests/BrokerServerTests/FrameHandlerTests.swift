@@ -26,7 +26,7 @@ import Testing
             case .frameTooLarge: events.append("frameTooLarge")
             case .idle(let partial): events.append(partial ? "idle(partial)" : "idle")
             case .frameTimedOut: events.append("frameTimedOut")
-            case .outputBudgetExceeded: events.append("outputBudgetExceeded")
+            case .peerNotReading: events.append("peerNotReading")
             }
         }
     }
@@ -97,7 +97,7 @@ import Testing
         #expect(probe.events.isEmpty)
         let refused = channel.eventLoop.makePromise(of: Void.self)
         channel.write(ByteBuffer(repeating: 0, count: 60), promise: refused)
-        #expect(probe.events == ["outputBudgetExceeded"])
+        #expect(probe.events == ["peerNotReading"])
         #expect(throws: (any Error).self) { try refused.futureResult.wait() }
     }
 
@@ -127,11 +127,22 @@ import Testing
         #expect(probe.events == ["frameTimedOut"])
     }
 
-    /// Answers waiting unread are not activity: a peer that neither sends nor reads idles out.
+    /// Answers waiting unread are not activity: a peer that neither sends nor reads them, for the idle timeout, does
+    /// not read, and its connection ends even with requests in flight (the audit's client was kept forever).
     @Test func unreadAnswersDoNotKeepAConnectionAlive() throws {
         let (channel, probe, _) = try channel()
         channel.isWritable = false
         channel.write(ByteBuffer(repeating: 0, count: 10), promise: nil)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(9))
+        #expect(probe.events.isEmpty)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(probe.events == ["peerNotReading"])
+    }
+
+    /// Answers the peer takes are activity, however long it then stays quiet: that is idleness, not a stall.
+    @Test func takenAnswersThenSilenceIsIdleness() throws {
+        let (channel, probe, _) = try channel()
+        try channel.writeAndFlush(ByteBuffer(repeating: 0, count: 10)).wait()
         channel.embeddedEventLoop.advanceTime(by: .seconds(10))
         #expect(probe.events == ["idle"])
     }
