@@ -15,6 +15,17 @@ enum LoopbackPeer {
         case unknown
         /// The table was read and the connection is not in it (the peer already closed).
         case gone
+
+        /// Not known to be the user's: another uid, or a peer already gone.
+        ///
+        /// Where `/proc` cannot tell, nobody is foreign (the `state`, which never leaves this user, still guards).
+        var isForeign: Bool {
+            switch self {
+            case .uid(let uid): uid != getuid()
+            case .gone: true
+            case .unknown: false
+            }
+        }
     }
 
     /// The owner of the socket at the other end of a connection from `remote` to `local`.

@@ -23,8 +23,10 @@ public enum RedirectVerdict: Sendable {
 /// Only processes of this user are served: the owner of each connection's peer socket is looked up in the kernel's
 /// table (`/proc/net/tcp`), and anyone else gets 403, whatever `state` they bring. Requests to other paths get
 /// 404; redirects the judge rejects (another `state`) get 400 and the wait goes on; after the accepted one, every
-/// redirect gets 400. At most ``maximumConnections`` connections are open at once, each for at most
-/// ``requestTimeout``; closing the receiver closes them all.
+/// redirect gets 400. At most ``maximumConnections`` connections of the user are open at once, each for at most
+/// ``requestTimeout``; another user's get their 403 at once, in a pool of their own (``maximumForeignConnections``,
+/// closed after ``foreignTimeout``), so a flood from another user takes neither the user's slots nor the daemon's
+/// descriptors. Closing the receiver closes them all.
 public final class LoopbackRedirectReceiver: Sendable {
     /// The port the listener got.
     public let port: Int
@@ -34,10 +36,16 @@ public final class LoopbackRedirectReceiver: Sendable {
     private let state: SharedState
     private let stream: AsyncStream<String>
 
-    /// Connections open at once; more are closed at once (a flood must not take the daemon's descriptors).
+    /// Connections of the user open at once; more are closed at once (a flood must not take the daemon's
+    /// descriptors).
     public static let maximumConnections = 16
+    /// Connections of other users open at once, each answered 403 as it comes; more are closed unanswered.
+    public static let maximumForeignConnections = 8
     /// The longest one connection may take to send its request; then it is closed.
     static let requestTimeout: TimeAmount = .seconds(10)
+    /// How long another user's connection stays open after its 403, for its request to arrive (closing a socket
+    /// with unread input resets it, and the 403 would be lost).
+    static let foreignTimeout: TimeAmount = .seconds(2)
 
     private init(
         port: Int,
@@ -111,13 +119,23 @@ public final class LoopbackRedirectReceiver: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    guard state.admit(channel) else {
+                    let owner = LoopbackPeer.owner(local: channel.localAddress, remote: channel.remoteAddress)
+                    guard !owner.isForeign else {
+                        // Another user's: a 403 right away, in their own small pool; never the user's slots.
+                        guard state.admit(channel, foreign: true) else {
+                            channel.close(promise: nil)
+                            return
+                        }
+                        try channel.pipeline.syncOperations.addHandler(ForeignConnectionHandler())
+                        channel.eventLoop.scheduleTask(in: foreignTimeout) { channel.close(promise: nil) }
+                        return
+                    }
+                    guard state.admit(channel, foreign: false) else {
                         channel.close(promise: nil)
                         return
                     }
-                    let owner = LoopbackPeer.owner(local: channel.localAddress, remote: channel.remoteAddress)
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(RedirectHandler(state: state, owner: owner))
+                    try channel.pipeline.syncOperations.addHandler(RedirectHandler(state: state))
                     // However slowly a request comes, the connection is closed after the timeout.
                     channel.eventLoop.scheduleTask(in: requestTimeout) { channel.close(promise: nil) }
                 }
@@ -127,7 +145,7 @@ public final class LoopbackRedirectReceiver: Sendable {
     }
 
     /// Serves a one-time start page that sends the browser on to `url`; returns its address, for the browser's
-    /// command line.
+    /// command line (the first fetch takes it).
     ///
     /// The address holds a random path and nothing of the authorization request.
     public func startPage(redirectingTo url: URL) -> URL {
@@ -167,6 +185,7 @@ public final class LoopbackRedirectReceiver: Sendable {
             var startPath: String?
             var startTarget: URL?
             var connections: [ObjectIdentifier: any Channel] = [:]
+            var foreign: [ObjectIdentifier: any Channel] = [:]
         }
 
         init(
@@ -194,17 +213,24 @@ public final class LoopbackRedirectReceiver: Sendable {
             }
         }
 
-        /// Takes a new connection, unless the listener is full.
-        func admit(_ channel: any Channel) -> Bool {
+        /// Takes a new connection, unless its pool (the user's, or other users') is full.
+        func admit(_ channel: any Channel, foreign: Bool) -> Bool {
             let id = ObjectIdentifier(channel)
             let admitted = mutable.withLock { state -> Bool in
-                guard state.connections.count < LoopbackRedirectReceiver.maximumConnections else { return false }
-                state.connections[id] = channel
+                if foreign {
+                    guard state.foreign.count < LoopbackRedirectReceiver.maximumForeignConnections else { return false }
+                    state.foreign[id] = channel
+                } else {
+                    guard state.connections.count < LoopbackRedirectReceiver.maximumConnections else { return false }
+                    state.connections[id] = channel
+                }
                 return true
             }
             if admitted {
                 channel.closeFuture.whenComplete { _ in
-                    self.mutable.withLock { _ = $0.connections.removeValue(forKey: id) }
+                    self.mutable.withLock {
+                        _ = foreign ? $0.foreign.removeValue(forKey: id) : $0.connections.removeValue(forKey: id)
+                    }
                 }
             }
             return admitted
@@ -222,9 +248,16 @@ public final class LoopbackRedirectReceiver: Sendable {
         }
 
         /// Where the start page sends the browser, for a request to `path`; nil for any other path.
-        func startTarget(for path: String) -> URL? {
+        ///
+        /// The page is served once: whoever read its address afterwards (from the browser's command line) finds
+        /// nothing there.
+        func takeStartTarget(for path: String) -> URL? {
             mutable.withLock { state in
                 guard !state.done, let startPath = state.startPath, startPath == path else { return nil }
+                defer {
+                    state.startPath = nil
+                    state.startTarget = nil
+                }
                 return state.startTarget
             }
         }
@@ -271,12 +304,10 @@ private final class RedirectHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let state: LoopbackRedirectReceiver.SharedState
-    private let owner: LoopbackPeer.Owner
     private var head: HTTPRequestHead?
 
-    init(state: LoopbackRedirectReceiver.SharedState, owner: LoopbackPeer.Owner) {
+    init(state: LoopbackRedirectReceiver.SharedState) {
         self.state = state
-        self.owner = owner
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -294,27 +325,14 @@ private final class RedirectHandler: ChannelInboundHandler {
         let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
         var headers = HTTPHeaders()
         let (status, page): (HTTPResponseStatus, String)
-        let foreign: Bool
-        switch owner {
-        case .uid(let uid): foreign = uid != getuid()
-        case .gone: foreign = true
-        case .unknown: foreign = false  // no /proc to tell: the state, which never left this user, still guards
-        }
-        switch owner {
-        case _ where foreign:
-            // Another user (or a connection already gone): nothing of this sign-in is theirs.
-            (status, page) = (
-                .forbidden, Page.render(title: "Not yours", text: "This sign-in belongs to another user.")
-            )
-        case _ where head.method != .GET:
+        if head.method != .GET {
             (status, page) = (.methodNotAllowed, Page.render(title: "Not allowed", text: "Only GET is served here."))
-        case _ where state.startTarget(for: path) != nil:
-            let target = state.startTarget(for: path)?.absoluteString ?? ""
-            headers.add(name: "Location", value: target)
+        } else if let target = state.takeStartTarget(for: path) {
+            headers.add(name: "Location", value: target.absoluteString)
             (status, page) = (.found, Page.render(title: "Signing in", text: "Continue to the sign-in page."))
-        case _ where path == state.path:
+        } else if path == state.path {
             (status, page) = state.handle(uri: head.uri)
-        default:
+        } else {
             (status, page) = (.notFound, Page.render(title: "Not found", text: "Nothing here."))
         }
         headers.add(name: "Content-Type", value: "text/html; charset=utf-8")
@@ -330,6 +348,31 @@ private final class RedirectHandler: ChannelInboundHandler {
         context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+    }
+}
+
+/// Answers another user's connection 403 as soon as it opens, reads and drops whatever it sends, and closes when
+/// the peer does (or at the pool's timeout): nothing of this sign-in is theirs.
+private final class ForeignConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private static let response: String = {
+        let page = Page.render(title: "Not yours", text: "This sign-in belongs to another user.")
+        return "HTTP/1.1 403 Forbidden\r\nContent-Type: text/html; charset=utf-8\r\n"
+            + "Content-Length: \(page.utf8.count)\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n" + page
+    }()
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let response = context.channel.allocator.buffer(string: Self.response)
+        context.writeAndFlush(wrapOutboundOut(response), promise: nil)
+    }
+
+    /// The request is read and dropped; the peer's end of input closes the channel (no half-closure allowed).
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
     }
 }
 
