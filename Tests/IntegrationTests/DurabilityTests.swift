@@ -100,9 +100,12 @@ struct DurabilityTests {
     }
 
     /// SIGTERM while connections keep arriving: one accepted as the listener closes is closed too, and the daemon
-    /// exits 0 (a connection that raced the close once left it waiting forever on a channel that was never
-    /// registered).
-    @Test(arguments: 1...8)
+    /// exits 0.
+    ///
+    /// A connection that raced the close once left it waiting forever on a channel that was never registered. The
+    /// rounds run one at a time: each connector spins a core, and eight at once starved every other test of this
+    /// process on a small machine.
+    @Test(.serialized, arguments: 1...8)
     func stopsWhileConnectionsArrive(round: Int) async throws {
         let directory = try TemporaryDirectory(prefix: "race")
         let daemon = try await DaemonProcess.start(in: directory)
