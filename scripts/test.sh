@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run). On a fresh Debian machine it installs what the tests need, then:
 # format lint, build with warnings as errors and the import check, the Swift tests, the protocol schema
-# validation, the Python wire battery against the built daemon, the MSAL/ADAL interop test, and the systemd
+# validation, the Python wire battery and the security attacks against the built daemon, the MSAL/ADAL interop test, and the systemd
 # units under a real user manager.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +32,9 @@ step "protocol examples against the JSON Schemas"
 
 step "wire battery: a Python client written from Protocol/ alone"
 "$PYTHON" Tests/wire/wire_battery.py --daemon .build/debug/tokenbrokerd
+
+step "the security audit's attacks against the built daemon (another uid through setpriv when root)"
+"$PYTHON" Tests/security/attacks.py --daemon .build/debug/tokenbrokerd
 
 step "the test identity provider, endpoint by endpoint (curl, openssl)"
 IDP_BIN=.build/debug/tokenbroker-test-idp Tests/TestIdentityProvider/smoke_test.sh

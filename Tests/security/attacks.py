@@ -1,0 +1,469 @@
+#!/usr/bin/env python3
+"""The attacks of the 0.3.0 security audit (issue 10), each performed against the built daemon, with the daemon
+serving other clients throughout.
+
+Usage: python3 Tests/security/attacks.py --daemon /path/to/tokenbrokerd [--idp /path/to/tokenbroker-test-idp] [--keep]
+
+Reuses the wire battery's daemon, provider and client (Tests/wire). The attacks that come from another local user
+run as uid 65534 through `setpriv`, so they need root (scripts/test.sh runs as root in CI); without it they are
+skipped, and say so. Prints "ok - ...", "FAIL - ..." or "skip - ..." per attack, measurements as "# ..." lines,
+and "N passed, M failed[, K skipped]"; exits 0 only when nothing failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "wire"))
+sys.dont_write_bytecode = True
+
+import wire_battery as wb  # noqa: E402
+from tokenbroker_client import BrokerClient  # noqa: E402
+from wire_battery import Context, Skip, expect  # noqa: E402
+
+OTHER_UID = 65534
+RSS_GROWTH_BOUND = 64 << 20  # what a client that never reads may cost the daemon, at most (the audit saw 18.5 GB)
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+
+
+def rss(pid: int) -> int:
+    """The process's resident memory, in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+def descriptor_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def answers_quickly(ctx: Context, timeout: float = 5.0) -> float:
+    """A fresh connection's getStatus answered: the seconds it took (the daemon is serving)."""
+    started = time.monotonic()
+    with BrokerClient(str(ctx.socket), connect_timeout=timeout) as client:
+        client.call("getStatus", timeout=timeout)
+    return time.monotonic() - started
+
+
+def need_other_uid() -> None:
+    if os.getuid() != 0:
+        raise Skip("not running as root: cannot act as another uid")
+    if shutil.which("setpriv") is None:
+        raise Skip("setpriv is not installed")
+
+
+def as_other_uid(code: str, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
+    """The system Python as uid 65534 running `code`."""
+    command = ["setpriv", f"--reuid={OTHER_UID}", f"--regid={OTHER_UID}", "--clear-groups", SYSTEM_PYTHON, "-c",
+               code, *args]
+    return subprocess.Popen(command, text=True, cwd="/", **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 1. A client that does not read; long correlation ids kept in the status
+# ---------------------------------------------------------------------------------------------------------------
+
+def attack_unread_answers(ctx: Context) -> None:
+    """Pipelines getStatus without ever reading the answers (the audit's client took the daemon from 54 MB to
+    18.5 GB): the daemon stops reading, closes the connection, stays under a memory bound, and answers others."""
+    pid = ctx.daemon.process.pid
+    base = peak = rss(pid)
+    line = b'{"jsonrpc":"2.0","id":1,"method":"getStatus"}\n' * 1024
+    attacker = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    attacker.connect(str(ctx.socket))
+    attacker.settimeout(0.5)
+    sent, stalls, probes, closed = 0, 0, [], False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            sent += attacker.send(line)
+        except socket.timeout:
+            stalls += 1  # the daemon stopped reading: the answers wait for a reader that never comes
+            probes.append(answers_quickly(ctx))
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+            break
+        peak = max(peak, rss(pid))
+    attacker.close()
+    print(f"  # sent {sent >> 10} KiB of requests, never read; the daemon stopped reading {stalls} times; RSS "
+          f"{base >> 20} MiB -> peak {peak >> 20} MiB; other clients answered in at most "
+          f"{max(probes, default=0) * 1000:.0f} ms", flush=True)
+    expect(closed, "the daemon never closed the connection of a client that does not read")
+    expect(peak - base < RSS_GROWTH_BOUND, f"RSS grew by {(peak - base) >> 20} MiB")
+    answers_quickly(ctx)
+
+
+def attack_long_correlation_ids(ctx: Context) -> None:
+    """20 errors with 1 MB correlation ids (the audit made every getStatus 20 MB with 4.6 KB of requests): the ids
+    are refused, and the status stays small."""
+    long_id = "x" * (1000 * 1000)
+    with BrokerClient(str(ctx.socket)) as client:
+        for _ in range(20):
+            try:
+                client.call("getAccounts", {"correlationId": long_id}, timeout=10)
+            except wb.BrokerError as error:
+                expect(error.error_code == "invalid_params", f"{error.error_code} for a 1 MB correlationId")
+            else:
+                wb.fail("a 1 MB correlationId was accepted")
+        status = client.call("getStatus", timeout=10)
+    size = len(json.dumps(status))
+    print(f"  # getStatus after 20 errors with 1 MB ids: {size} bytes, {len(status['recentErrors'])} recent errors",
+          flush=True)
+    expect(size < 64 * 1024, f"getStatus is {size} bytes")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 2. A megabyte of escaped keys
+# ---------------------------------------------------------------------------------------------------------------
+
+def escaped_keys_line(count: int, prefix: str = "") -> bytes:
+    """A request whose params hold `count` distinct keys, each written with escapes (the slow path the audit hit)."""
+    keys = ",".join(f'"\\u0061{prefix}{index}":0' for index in range(count))
+    return ('{"jsonrpc":"2.0","id":"keys","method":"getStatus","params":{' + keys + "}}\n").encode()
+
+
+def objects_of_escaped_keys_line(size: int = (1 << 20) - 64) -> bytes:
+    """A request of about `size` bytes whose params hold objects of 4,000 escaped keys each (under the cap of keys per
+    object, over the whole frame)."""
+    objects, length, index = [], 80, 0
+    while length < size - 100_000:
+        keys = ",".join(f'"\\u0062{index}k{key}":0' for key in range(4000))
+        objects.append(f'"o{index}":{{{keys}}}')
+        length += len(objects[-1]) + 1
+        index += 1
+    return ('{"jsonrpc":"2.0","id":"keys","method":"getStatus","params":{' + ",".join(objects) + "}}\n").encode()
+
+
+def attack_escaped_keys(ctx: Context) -> None:
+    """Lines of up to 1 MiB full of escaped keys, three clients at once (16,000 keys took 60 s, and two 256 KB lines
+    kept other clients waiting two minutes): each is answered in milliseconds, others are served meanwhile."""
+    lines = [escaped_keys_line(4096), escaped_keys_line(70000)[: (1 << 20) - 64]]  # the keys cap; a full frame
+    lines[1] = lines[1][: lines[1].rindex(b",")] + b"}}\n"
+    lines.append(objects_of_escaped_keys_line())
+    timings: list[float] = []
+    outcomes: dict[int, list[str]] = {index: [] for index in range(len(lines))}
+
+    def send(index: int) -> None:
+        line = lines[index]
+        for _ in range(3):  # a connection each time: an envelope error closes it
+            with BrokerClient(str(ctx.socket)) as client:
+                started = time.monotonic()
+                client.send_raw(line)
+                answer = client.wait_message(lambda m: "result" in m or "error" in m, 20)
+                timings.append(time.monotonic() - started)
+                outcomes[index].append(str(answer.get("error", {}).get("data", {}).get("errorCode", "result")))
+
+    threads = [threading.Thread(target=send, args=(index,)) for index in range(len(lines))]
+    for thread in threads:
+        thread.start()
+    probes = []
+    while any(thread.is_alive() for thread in threads):
+        probes.append(answers_quickly(ctx))
+    for thread in threads:
+        thread.join()
+    print(f"  # lines of escaped keys ({', '.join(f'{len(line) >> 10} KiB' for line in lines)}), 3 each, at once: "
+          f"answered in "
+          f"{', '.join(f'{t * 1000:.0f}' for t in timings)} ms; others answered in at most "
+          f"{max(probes, default=0) * 1000:.0f} ms meanwhile", flush=True)
+    expect(len(timings) == 9 and all(t < 10 for t in timings), f"answers took {timings} s")
+    # at the cap of keys per object the request is served; past it, or past the values per document, refused
+    expect(outcomes[0] == ["result"] * 3, f"answers to the line at the cap: {outcomes[0]}")
+    for index in (1, 2):
+        expect(len(outcomes[index]) == 3 and set(outcomes[index]) <= {"invalid_request", "parse_error"},
+               f"answers to line {index}: {outcomes[index]}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 3. The sign-in: argv, another user at the loopback listener, a flood
+# ---------------------------------------------------------------------------------------------------------------
+
+# Runs as uid 65534: what another local user can do with what it reads in /proc. argv: the start page, the redirect
+# URI, the real state (as if it had learnt it), a file to write its findings to. Writes "ready" once its flood holds
+# its connections, then waits for a line on stdin before closing them.
+ATTACKER = r'''
+import json, socket, sys, urllib.error, urllib.parse, urllib.request
+start, redirect, state = sys.argv[1:4]
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+def status(url):
+    try:
+        with opener.open(url, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except Exception as error:
+        return type(error).__name__
+found = {"uid": __import__("os").getuid(), "startPage": status(start)}
+if not redirect:  # only the start page, before the user's browser takes it
+    print(json.dumps(found), flush=True)
+    sys.exit()
+found["redirectWithOwnCode"] = status(redirect + "?" + urllib.parse.urlencode({"code": "attacker-code",
+                                                                           "state": state}))
+port = urllib.parse.urlsplit(redirect).port
+held, answered403 = [], 0
+for _ in range(400):
+    connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+    held.append(connection)
+for connection in held:
+    connection.settimeout(3)
+    try:
+        answered403 += connection.recv(64).startswith(b"HTTP/1.1 403")
+    except OSError:
+        pass
+found["flood"] = {"connections": len(held), "answered403": answered403}
+print(json.dumps(found), flush=True)
+sys.stdin.readline()
+'''
+
+# The browser of the attack sign-in (a browser profile, so it runs as the user, a child of the daemon). It takes the
+# start page it is given, lets the attacker try it first, follows it itself, scans every process's argv for the
+# authorization request's secrets, lets the attacker bring its own code and flood the listener while it checks that
+# the broker's socket answers, then signs in and lands on the listener. Writes what it saw to @RECORD@.
+BROWSER = r'''#!@PYTHON@
+import json, os, socket, subprocess, sys, time, urllib.error, urllib.parse, urllib.request
+record = {}
+start = sys.argv[-1]
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args):
+        return None
+def status(url, data=None, follow=True):
+    handlers = [urllib.request.ProxyHandler({})] + ([] if follow else [NoRedirect()])
+    try:
+        with urllib.request.build_opener(*handlers).open(urllib.request.Request(url, data=data), timeout=20) as r:
+            return r.status, ""
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers.get("Location", "")
+    except Exception as error:
+        return type(error).__name__, ""
+attacker = None
+try:
+    if @ATTACK@:
+        # the attacker reads the start page from this process's argv, and gets there first
+        attacker = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", @SYSTEM_PYTHON@,
+                                     "-c", @ATTACKER@, start, "", ""], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    text=True)
+        attacker.stdin.close()
+        record["attackerFirst"] = json.loads(attacker.stdout.read() or "{}").get("startPage")
+        attacker.wait()
+    code, authorize = status(start, follow=False)
+    record["startPage"] = code
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(authorize).query))
+    secrets = {name: query[name] for name in ("state", "nonce", "code_challenge", "login_hint") if query.get(name)}
+    record["secrets"] = sorted(secrets)
+    leaks = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+        except OSError:
+            continue
+        leaks += [f"{name} in argv of pid {pid}" for name, value in secrets.items() if value in argv]
+    record["argvLeaks"] = leaks
+    record["startPageAgain"] = status(start, follow=False)[0]
+    if @ATTACK@:
+        attacker = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", @SYSTEM_PYTHON@,
+                                     "-c", @ATTACKER@, start, query["redirect_uri"], query["state"]],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        record["attacker"] = json.loads(attacker.stdout.readline() or "{}")
+        # the flood holds its connections: the broker's socket answers, the daemon's descriptors stay bounded
+        pid = int(open(@DAEMON_PID@).read())
+        record["daemonDescriptors"] = len(os.listdir(f"/proc/{pid}/fd"))
+        started = time.monotonic()
+        client = socket.socket(socket.AF_UNIX)
+        client.settimeout(10)
+        client.connect(@SOCKET@)
+        client.sendall(b'{"jsonrpc":"2.0","id":1,"method":"getStatus"}\n')
+        record["socketAnswered"] = b'"result"' in client.recv(1 << 16)
+        record["socketMilliseconds"] = round((time.monotonic() - started) * 1000)
+        client.close()
+    record["signIn"] = status(authorize, urllib.parse.urlencode({"username": @USERNAME@}).encode())[0]
+finally:
+    if attacker is not None and attacker.poll() is None:
+        attacker.stdin.write("done\n")
+        attacker.stdin.close()
+        attacker.wait()
+    with open(@RECORD@ + ".part", "w") as out:
+        json.dump(record, out)
+    os.rename(@RECORD@ + ".part", @RECORD@)
+'''
+
+
+def attack_browser(ctx: Context, name: str, username: str, attack: bool) -> tuple[Path, Path]:
+    directory = wb.browser_dir(ctx)
+    script, record = directory / f"{name}.py", directory / f"{name}.json"
+    pid_file = directory / "daemon.pid"
+    pid_file.write_text(str(ctx.daemon.process.pid))
+    values = {"@PYTHON@": SYSTEM_PYTHON, "@SYSTEM_PYTHON@": repr(SYSTEM_PYTHON), "@ATTACKER@": repr(ATTACKER),
+              "@ATTACK@": repr(attack), "@USERNAME@": repr(username), "@RECORD@": repr(str(record)),
+              "@DAEMON_PID@": repr(str(pid_file)), "@SOCKET@": repr(str(ctx.socket))}
+    text = BROWSER
+    for key, value in values.items():
+        text = text.replace(key, value)
+    script.write_text(text)
+    script.chmod(0o755)
+    # the other uid must reach the system Python and setpriv, nothing of ours
+    return script, record
+
+
+def sign_in(ctx: Context, name: str, username: str, attack: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    script, record_path = attack_browser(ctx, name, username, attack)
+    ctx.daemon.configure(profiles={name: [str(script)]})
+    auth = wb.flow_auth(loginHint=username)
+    with ctx.client() as client:
+        pending, correlation = wb.start_flow(client, auth, webview_type="customBrowser", browser_profile=name,
+                                             timeout_seconds=wb.FLOW_TIMEOUT)
+        _, response = wb.flow_outcome(client, pending, correlation, wb.FLOW_TIMEOUT + 15)
+    record = json.loads(wb.wait_file(record_path, 10) or "{}")
+    print(f"  # the browser saw: {json.dumps(record)}", flush=True)
+    return record, response
+
+
+def attack_argv(ctx: Context) -> None:
+    """A sign-in with a login hint: none of state, nonce, code_challenge and login_hint is in any process's argv
+    (the audit read them from the browser's command line); the start page serves once."""
+    username = "argv.victim@contoso.example"
+    record, response = sign_in(ctx, "argv", username, attack=False)
+    expect("result" in response, f"the sign-in failed: {wb.shown(response)}")
+    expect(record.get("startPage") == 302, f"the start page answered {record.get('startPage')}")
+    expect(set(record.get("secrets", [])) == {"state", "nonce", "code_challenge", "login_hint"},
+           f"the authorization request held {record.get('secrets')}")
+    expect(record.get("argvLeaks") == [], f"leaks: {record.get('argvLeaks')}")
+    expect(record.get("startPageAgain") == 404, f"the start page served twice ({record.get('startPageAgain')})")
+
+
+def attack_other_user_at_the_listener(ctx: Context) -> None:
+    """Another uid fetches the start page before the user's browser, brings a redirect with its own code and the
+    real state, and floods the listener with 400 connections: 403, 403, every flood connection answered 403 or
+    closed, the daemon's descriptors bounded, its socket answering, and the user signed in as themself (the audit's
+    attacker got its token into the victim's app)."""
+    need_other_uid()
+    username = "listener.victim@contoso.example"
+    before = wb.provider_grants()
+    record, response = sign_in(ctx, "listener", username, attack=True)
+    attacker = record.get("attacker", {})
+    expect(record.get("attackerFirst") == 403, f"the other uid's start page fetch got {record.get('attackerFirst')}")
+    expect(record.get("startPage") == 302, f"the user's start page fetch got {record.get('startPage')} after the "
+                                           "other uid's")
+    expect(attacker.get("uid") == OTHER_UID, f"the attacker ran as {attacker.get('uid')}")
+    expect(attacker.get("redirectWithOwnCode") == 403, f"the other uid's redirect got "
+                                                       f"{attacker.get('redirectWithOwnCode')}")
+    flood = attacker.get("flood", {})
+    expect(flood.get("connections") == 400, f"the flood made {flood.get('connections')} connections")
+    expect(record.get("daemonDescriptors", 1 << 30) < 100,
+           f"the daemon held {record.get('daemonDescriptors')} descriptors during the flood")
+    expect(record.get("socketAnswered") is True, "the broker's socket did not answer during the flood")
+    expect("result" in response, f"the sign-in failed: {wb.shown(response)}")
+    if "result" in response:
+        account = response["result"]["brokerTokenResponse"]["account"]
+        expect(account.get("username") == username, f"signed in as {account.get('username')}")
+    after = wb.provider_grants()
+    expect(after.get("authorization_code", 0) == before.get("authorization_code", 0) + 1,
+           "more than the user's code was redeemed")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 4. Core dumps
+# ---------------------------------------------------------------------------------------------------------------
+
+def key_in_excluded_memory(pid: int, key: bytes) -> bool:
+    """Whether `key` is in a mapping of the process marked to be left out of core dumps (VmFlags `dd`)."""
+    excluded, current = [], None
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+            current = [int(part, 16) for part in line.split()[0].split("-")]
+        elif line.startswith("VmFlags:") and " dd" in line and current and "rd" in line.split():
+            excluded.append(current)
+    with open(f"/proc/{pid}/mem", "rb") as memory:
+        for start, end in excluded:
+            try:
+                memory.seek(start)
+                if key in memory.read(end - start):
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def attack_core_dump(ctx: Context) -> None:
+    """The daemon, holding tokens, is killed with SIGSEGV: no core file (a control process in the same place dumps
+    one). Before that, as root: the key's copy in memory is in a mapping core dumps leave out. Stops the daemon: run
+    last."""
+    pattern = Path("/proc/sys/kernel/core_pattern").read_text().strip()
+    if pattern.startswith("|"):
+        raise Skip(f"core_pattern is a pipe ({pattern.split()[0]}): no core file to look for here")
+    pid = ctx.daemon.process.pid
+    key = (ctx.daemon.state / "cache.key").read_bytes()
+    expect(len(key) == 32, f"the key file holds {len(key)} bytes")
+    limits = Path(f"/proc/{pid}/limits").read_text()
+    expect(re.search(r"^Max core file size\s+0\s+0\s", limits, re.M) is not None, "RLIMIT_CORE is not 0")
+    if os.getuid() == 0:
+        expect(key_in_excluded_memory(pid, key), "the key is not in memory left out of core dumps")
+    # the control: the same directory, the same signal, core dumps allowed
+    place = ctx.daemon.root
+    control = subprocess.run(["sh", "-c", "ulimit -c unlimited; kill -SEGV $$"], cwd=place)
+    control_cores = [p for p in place.iterdir() if p.name.startswith("core")]
+    for path in control_cores:
+        path.unlink()
+    if not control_cores:
+        raise Skip(f"a process allowed to dump produced no core here (core_pattern {pattern!r}, "
+                   f"status {control.returncode})")
+    os.kill(pid, signal.SIGSEGV)
+    ctx.daemon.process.wait(30)
+    cores = [p for p in place.iterdir() if p.name.startswith("core")]
+    expect(ctx.daemon.process.returncode == -signal.SIGSEGV, f"the daemon ended with {ctx.daemon.process.returncode}")
+    expect(not cores, f"the daemon left {cores}")
+    print(f"  # control process: a core of {control_cores[0].name}; the daemon: none", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--daemon", required=True)
+    parser.add_argument("--idp")
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    wb.SCHEMAS = wb.Schemas(wb.PROTOCOL_DIR / "schemas")
+    binary = os.path.abspath(args.daemon)
+    provider = wb.Provider(os.path.abspath(args.idp or os.path.join(os.path.dirname(binary), "tokenbroker-test-idp")))
+    wb.configure_provider(f"127.0.0.1:{provider.port}")
+    root = Path(tempfile.mkdtemp(prefix="tokenbroker-attacks-"))
+    os.chmod(root, 0o755)  # the other uid runs its programs from / and needs nothing here
+    os.environ["SWIFT_BACKTRACE"] = "enable=no"  # a crash is the kernel's to handle: no backtracer in between
+    daemon = wb.Daemon(binary, root, idle_timeout=2)
+    ctx = Context(daemon)
+    runner = wb.Runner(ctx)
+    try:
+        daemon.start()
+        if not runner.check("the daemon starts", lambda _: daemon.wait_ready()):
+            return wb.finish(runner, daemon, args.keep)
+        c = runner.check
+        c("the cache holds tokens (the wire battery's seed)", wb.check_import_seed)
+        c("a client that never reads its answers: closed, memory bounded, others served", attack_unread_answers)
+        c("20 errors with 1 MB correlation ids: refused, getStatus stays small", attack_long_correlation_ids)
+        c("megabyte lines of escaped keys from three clients: milliseconds each, others served", attack_escaped_keys)
+        c("a sign-in: no authorization parameter in any process's argv; the start page serves once", attack_argv)
+        c("another uid at the loopback listener: 403 for the start page and its own code, a flood held off",
+          attack_other_user_at_the_listener)
+        c("SIGSEGV leaves no core; the key in memory is left out of dumps", attack_core_dump)
+    finally:
+        provider.stop()
+    if daemon.process is not None and daemon.process.poll() is not None:
+        daemon.log.close()
+        daemon.process = None  # it was killed on purpose by the last attack
+    return wb.finish(runner, daemon, args.keep)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
