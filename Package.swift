@@ -129,6 +129,13 @@ let package = Package(
             exclude: ["README.md", "smoke_test.sh"],
             swiftSettings: swiftSettings
         ),
+        // A libFuzzer target over the framer, the request decoder and the cache import (scripts/fuzz.sh).
+        .executableTarget(
+            name: "tokenbroker-fuzz",
+            dependencies: ["BrokerProtocol", "BrokerCache", "BrokerServer", nioCore, nioEmbedded],
+            path: "Tests/Fuzz",
+            swiftSettings: swiftSettings
+        ),
         // Test-only helpers: temporary directories, starting the built daemon, cache fixtures.
         .target(
             name: "BrokerTestSupport",

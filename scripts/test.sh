@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run). On a fresh Debian machine it installs what the tests need, then:
 # format lint, build with warnings as errors and the import check, the Swift tests, the protocol schema
-# validation, the Python wire battery and the security attacks against the built daemon, the MSAL/ADAL interop test, and the systemd
-# units under a real user manager.
+# validation, the Python wire battery and the security attacks against the built daemon, a bounded libFuzzer run,
+# the MSAL/ADAL interop test, and the systemd units under a real user manager.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -35,6 +35,9 @@ step "wire battery: a Python client written from Protocol/ alone"
 
 step "the security audit's attacks against the built daemon (another uid through setpriv when root)"
 "$PYTHON" Tests/security/attacks.py --daemon .build/debug/tokenbrokerd
+
+step "libFuzzer over the framer, the request decoder and the cache import (FUZZ_SECONDS, default 60)"
+FUZZ_SECONDS=${FUZZ_SECONDS:-60} scripts/fuzz.sh
 
 step "the test identity provider, endpoint by endpoint (curl, openssl)"
 IDP_BIN=.build/debug/tokenbroker-test-idp Tests/TestIdentityProvider/smoke_test.sh
