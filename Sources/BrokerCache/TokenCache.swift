@@ -1,5 +1,7 @@
 import Crypto
 public import Foundation
+public import Logging
+import Synchronization
 
 /// The cache: the in-memory contents every lookup reads, kept in step with a durable ``TokenStore``.
 ///
@@ -10,13 +12,34 @@ public final class TokenCache: Sendable {
     private let contents: ReadWriteLocked<CacheContents>
     /// Entries found on disk that could not be opened; left in place, reported by status.
     public let damaged: [(id: EntryID, reason: String)]
+    /// Whether the database was missing beside an existing key when the cache was opened (it started empty).
+    public let databaseWasMissing: Bool
+    private let failures = Mutex<WriteFailures>(WriteFailures())
+    private let logger: Logger?
 
-    /// Loads everything `store` holds.
-    public init(store: any TokenStore) async throws {
+    /// Writes that failed since the cache was opened (a full disk, a read-only file system), for status.
+    public struct WriteFailures: Sendable {
+        /// How many failed.
+        public var count = 0
+        /// The last one's reason, and when it failed (epoch milliseconds).
+        public var last: (reason: String, at: Int64)?
+    }
+
+    /// Loads everything `store` holds; `databaseWasMissing` is what ``CacheLocation/openCache()`` found.
+    ///
+    /// A failed write is logged to `logger` at error level, and counted in ``writeFailures``.
+    public init(store: any TokenStore, databaseWasMissing: Bool = false, logger: Logger? = nil) async throws {
+        self.logger = logger
         let stored = try await store.loadAll()
         self.store = store
         self.contents = ReadWriteLocked(CacheContents(stored.entries))
         self.damaged = stored.damaged
+        self.databaseWasMissing = databaseWasMissing
+    }
+
+    /// Writes that failed since the cache was opened.
+    public var writeFailures: WriteFailures {
+        failures.withLock { $0 }
     }
 
     /// Runs `body` on the current contents under the cache's shared lock (readers never wait for each other).
@@ -30,8 +53,19 @@ public final class TokenCache: Sendable {
 
     /// Writes `changes` durably, then applies them in memory.
     public func commit(_ changes: CacheChanges) async throws {
-        try await store.commit(changes) {
-            self.contents.write { $0.apply(changes) }
+        do {
+            try await store.commit(changes) {
+                self.contents.write { $0.apply(changes) }
+            }
+        } catch {
+            let reason = String(String(describing: error).prefix(300))
+            let at = Int64(Date().timeIntervalSince1970 * 1000)
+            failures.withLock {
+                $0.count += 1
+                $0.last = (reason, at)
+            }
+            logger?.error("a cache write failed; none of it was kept", metadata: ["reason": "\(reason)"])
+            throw error
         }
     }
 }
@@ -60,6 +94,17 @@ public struct CacheLocation: Sendable {
     /// The lock that keeps two daemons off one state directory: `<state>/lock`.
     public var lockURL: URL {
         stateDirectory.appending(path: "lock")
+    }
+
+    /// Opens the cache over ``openStore()``.
+    ///
+    /// Where the key exists and the database does not (deleted, or lost with its directory), the new empty cache
+    /// says so in ``TokenCache/databaseWasMissing``: every token the key sealed is gone, and the user should hear it.
+    public func openCache(logger: Logger? = nil) async throws -> TokenCache {
+        let databaseWasMissing =
+            FileManager.default.fileExists(atPath: keyURL.path)
+            && !FileManager.default.fileExists(atPath: databaseURL.path)
+        return try await TokenCache(store: try openStore(), databaseWasMissing: databaseWasMissing, logger: logger)
     }
 
     /// Opens the SQLite store: creates the directories 0700 and a new key only for a database without data;

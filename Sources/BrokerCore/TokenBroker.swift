@@ -96,6 +96,18 @@ public actor TokenBroker {
     public nonisolated var damagedEntries: Int {
         cache.damaged.count
     }
+
+    /// What went wrong with the cache's storage, for status.
+    public nonisolated var storeHealth: StatusResult.StoreHealth {
+        let failures = cache.writeFailures
+        return StatusResult.StoreHealth(
+            damagedEntries: cache.damaged.count,
+            failedWrites: failures.count,
+            lastWriteError: failures.last?.reason,
+            lastWriteErrorAt: failures.last?.at,
+            databaseWasMissing: cache.databaseWasMissing
+        )
+    }
 }
 
 /// Settings of the broker itself.

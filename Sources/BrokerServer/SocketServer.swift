@@ -194,7 +194,8 @@ public final class SocketServer: Service {
                 failed: metrics.failed.load(ordering: .relaxed),
                 inFlight: metrics.inFlight.load(ordering: .relaxed)
             ),
-            recentErrors: metrics.recentErrors
+            recentErrors: metrics.recentErrors,
+            store: broker.storeHealth
         )
     }
 

@@ -50,12 +50,35 @@ struct Status: AsyncParsableCommand {
         Output.line(
             "requests:    \(status.requests.succeeded) answered, \(status.requests.failed) failed, \(status.requests.inFlight) in flight"
         )
+        if let store = status.store, !store.isHealthy {
+            for problem in Self.problems(of: store) { Output.line("store:       \(problem)") }
+        }
         for error in status.recentErrors.suffix(5) {
             let when = Date(timeIntervalSince1970: Double(error.at) / 1000)
             Output.line(
                 "  \(Format.time(when))  \(error.method.isEmpty ? "-" : error.method)  \(error.errorCode): \(error.message)"
             )
         }
+    }
+
+    /// What is wrong with the cache's storage, one sentence each.
+    static func problems(of store: StatusResult.StoreHealth) -> [String] {
+        var problems: [String] = []
+        if store.databaseWasMissing {
+            problems.append("the database was missing beside its key at start: the cache started empty")
+        }
+        if store.damagedEntries > 0 {
+            problems.append("\(store.damagedEntries) entries cannot be opened (left in place; see the daemon's log)")
+        }
+        if store.failedWrites > 0 {
+            let when = store.lastWriteErrorAt.map {
+                " at " + Format.time(Date(timeIntervalSince1970: Double($0) / 1000))
+            }
+            problems.append(
+                "\(store.failedWrites) writes failed, the last\(when ?? ""): \(store.lastWriteError ?? "no reason given")"
+            )
+        }
+        return problems
     }
 }
 

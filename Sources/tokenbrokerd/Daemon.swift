@@ -164,7 +164,16 @@ struct Daemon: AsyncParsableCommand {
         let location = CacheLocation(stateDirectory: try Self.stateDirectory(stateDirectory, environment: environment))
         try Directories.ensurePrivateDirectory(location.stateDirectory)
         let lock = try StateLock(location.lockURL)
-        let cache = try await TokenCache(store: try location.openStore())
+        let cache = try await location.openCache(logger: logger)
+        if cache.databaseWasMissing {
+            logger.error(
+                "the cache database was missing beside its key: starting with an empty cache",
+                metadata: [
+                    "database": "\(location.databaseURL.path)",
+                    "hint": "restore the db directory from a backup and restart to get the tokens back",
+                ]
+            )
+        }
         for (id, reason) in cache.damaged {
             logger.error(
                 "a cache entry could not be opened and is left in place",

@@ -375,7 +375,66 @@ def attack_other_user_at_the_listener(ctx: Context) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# 4. Core dumps
+# 4. A full disk
+# ---------------------------------------------------------------------------------------------------------------
+
+def check_full_disk(ctx: Context) -> None:
+    """A daemon whose state directory is a 512 KiB file system of its own (a mount namespace): imports until the
+    disk is full. The failed write is refused whole, counted in getStatus with its reason, and logged at error
+    level (the audit found it only at debug level); everything acknowledged before it is still there."""
+    if os.getuid() != 0 or shutil.which("unshare") is None:
+        raise Skip("needs root and unshare for a file system of the daemon's own")
+    root = ctx.daemon.root / "full-disk"
+    state, run, log_path = root / "state", root / "run", root / "daemon.log"
+    for directory in (root, state, run):
+        directory.mkdir(mode=0o700)
+    socket_path = run / "broker.sock"
+    command = (f"mount -t tmpfs -o size=512k,mode=0700 tmpfs {state} && exec {ctx.daemon.binary} "
+               f"--socket {socket_path} --state-directory {state}")
+    with open(log_path, "wb") as log:
+        daemon = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", command],
+                                  stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while not socket_path.exists() and time.monotonic() < deadline and daemon.poll() is None:
+            time.sleep(0.05)
+        expect(socket_path.exists(), f"the daemon did not start: {log_path.read_text(errors='replace')[-500:]}")
+        acknowledged, failure = 0, None
+        with BrokerClient(str(socket_path)) as client:
+            for batch in range(200):
+                tokens = {}
+                for index in range(16):
+                    target = f"https://full.disk.example/batch{batch}.scope{index}"
+                    tokens[wb.at_key(wb.ADA.identifier, wb.ENV, wb.CLIENT_C, wb.TENANT, target)] = wb.at_entry(
+                        wb.ADA.identifier, wb.CLIENT_C, target, "full-disk-" + "x" * 4000, wb.NOW, wb.FAR_EXPIRY)
+                try:
+                    client.import_cache(json.dumps({"AccessToken": tokens}), "msal")
+                    acknowledged += len(tokens)
+                except wb.BrokerError as error:
+                    failure = error
+                    break
+            expect(failure is not None, "512 KiB never filled up")
+            expect(failure.error_code == "internal_error", f"a full disk answered {failure.error_code}")
+            status = client.call("getStatus", timeout=10)
+        store = status.get("store") or {}
+        print(f"  # {acknowledged} tokens acknowledged before the disk filled; status: {json.dumps(store)}",
+              flush=True)
+        expect(store.get("failedWrites") == 1, f"failedWrites {store.get('failedWrites')}")
+        expect("full" in (store.get("lastWriteError") or ""), f"lastWriteError {store.get('lastWriteError')!r}")
+        expect(status["cache"]["accessTokens"] == acknowledged,
+               f"{status['cache']['accessTokens']} access tokens, {acknowledged} acknowledged")
+        lines = log_path.read_text(errors="replace").splitlines()
+        expect(any(" error " in line and "a cache write failed" in line for line in lines),
+               "no error-level line about the failed write")
+        expect(not any("full-disk-xxxx" in line for line in lines), "a token in the log")
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        code = daemon.wait(20)
+    expect(code == 0, f"the daemon exited with {code}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 5. Core dumps
 # ---------------------------------------------------------------------------------------------------------------
 
 def key_in_excluded_memory(pid: int, key: bytes) -> bool:
@@ -456,6 +515,7 @@ def main() -> int:
         c("a sign-in: no authorization parameter in any process's argv; the start page serves once", attack_argv)
         c("another uid at the loopback listener: 403 for the start page and its own code, a flood held off",
           attack_other_user_at_the_listener)
+        c("a full disk: the write refused whole, in getStatus and the log at error level", check_full_disk)
         c("SIGSEGV leaves no core; the key in memory is left out of dumps", attack_core_dump)
     finally:
         provider.stop()

@@ -920,6 +920,9 @@ def check_status(ctx: Context) -> None:
         expect(status["version"] == version["linuxBrokerVersion"], "version differs from linuxBrokerVersion")
         expect(status["protocolVersion"] == "1.1", f"protocolVersion {status['protocolVersion']}")
         expect(status["pid"] == ctx.daemon.process.pid, f"pid {status['pid']} != {ctx.daemon.process.pid}")
+        # section 9.8: a healthy store says so (nothing damaged on disk, no failed write, the database found)
+        expect(status.get("store") == {"damagedEntries": 0, "failedWrites": 0, "databaseWasMissing": False},
+               f"store {status.get('store')}")
         expect(status["socketPath"] == str(ctx.socket), f"socketPath {status['socketPath']!r}")
         expect(os.path.realpath(status["stateDirectory"]) == os.path.realpath(ctx.daemon.state),
                f"stateDirectory {status['stateDirectory']!r}, the daemon was started with {ctx.daemon.state}")

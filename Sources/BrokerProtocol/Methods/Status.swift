@@ -35,6 +35,8 @@ public struct StatusResult: Sendable, Hashable, Codable {
     public var requests: RequestCounts
     /// The last errors answered (newest last), without secrets.
     public var recentErrors: [RecentError]
+    /// What went wrong with the cache's storage (protocol 1.1; absent from older brokers).
+    public var store: StoreHealth?
 
     /// Creates the result.
     public init(
@@ -49,7 +51,8 @@ public struct StatusResult: Sendable, Hashable, Codable {
         cache: EntryCounts,
         connections: ConnectionCounts,
         requests: RequestCounts,
-        recentErrors: [RecentError]
+        recentErrors: [RecentError],
+        store: StoreHealth? = nil
     ) {
         self.version = version
         self.protocolVersion = protocolVersion
@@ -63,6 +66,41 @@ public struct StatusResult: Sendable, Hashable, Codable {
         self.connections = connections
         self.requests = requests
         self.recentErrors = recentErrors
+        self.store = store
+    }
+
+    /// What went wrong with the cache's storage: all zero and false on a healthy broker.
+    public struct StoreHealth: Sendable, Hashable, Codable {
+        /// Entries on disk that could not be opened at start (left in place, untouched).
+        public var damagedEntries: Int
+        /// Writes that failed since start (a full disk, a read-only file system); none of such a write was kept.
+        public var failedWrites: Int
+        /// The last failed write's reason.
+        public var lastWriteError: String?
+        /// When the last write failed (ms since the Unix epoch).
+        public var lastWriteErrorAt: Int64?
+        /// The database was missing beside an existing key at start: the cache started empty.
+        public var databaseWasMissing: Bool
+
+        /// Creates the counts.
+        public init(
+            damagedEntries: Int,
+            failedWrites: Int,
+            lastWriteError: String? = nil,
+            lastWriteErrorAt: Int64? = nil,
+            databaseWasMissing: Bool
+        ) {
+            self.damagedEntries = damagedEntries
+            self.failedWrites = failedWrites
+            self.lastWriteError = lastWriteError
+            self.lastWriteErrorAt = lastWriteErrorAt
+            self.databaseWasMissing = databaseWasMissing
+        }
+
+        /// Whether anything is wrong.
+        public var isHealthy: Bool {
+            damagedEntries == 0 && failedWrites == 0 && !databaseWasMissing
+        }
     }
 
     /// Connection counters.
