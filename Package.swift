@@ -94,7 +94,9 @@ let package = Package(
         // The Unix-socket server: framing, peer credentials, limits, JSON-RPC dispatch.
         .target(
             name: "BrokerServer",
-            dependencies: ["BrokerCore", "BrokerProtocol", nioCore, nioPosix, logging, serviceLifecycle],
+            dependencies: [
+                "BrokerCore", "BrokerProtocol", "CLinuxSupport", nioCore, nioPosix, logging, serviceLifecycle,
+            ],
             swiftSettings: swiftSettings
         ),
         // Thin executables: configuration and wiring only.

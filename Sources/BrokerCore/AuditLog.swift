@@ -24,7 +24,8 @@ public final class AuditLog: Sendable {
 
     /// Who got what: everything an audit line says.
     struct Issuance: Hashable {
-        let pid: Int32
+        let pid: String
+        let process: String
         let executable: String
         let clientId: String
         let scopes: String
@@ -53,7 +54,8 @@ public final class AuditLog: Sendable {
         correlationId: String
     ) {
         let issuance = Issuance(
-            pid: caller.pid,
+            pid: caller.pidText,
+            process: caller.processID.map(String.init) ?? "unknown",
             executable: caller.executable ?? "unknown",
             clientId: clientId,
             scopes: scopes.joined(separator: " "),
@@ -94,6 +96,7 @@ public final class AuditLog: Sendable {
     private func write(_ issuance: Issuance, correlationId: String?, repeats: Int?) {
         var metadata: Logger.Metadata = [
             "caller_pid": "\(issuance.pid)",
+            "caller_process": "\(issuance.process)",
             "caller_exe": "\(issuance.executable)",
             "client_id": "\(issuance.clientId)",
             "scopes": "\(issuance.scopes)",
@@ -114,7 +117,8 @@ public final class AuditLog: Sendable {
         logger.notice(
             "cache \(what)",
             metadata: [
-                "caller_pid": "\(caller.pid)",
+                "caller_pid": "\(caller.pidText)",
+                "caller_process": "\(caller.processID.map(String.init) ?? "unknown")",
                 "caller_exe": "\(caller.executable ?? "unknown")",
                 "format": "\(format.rawValue)",
                 "entries": "\(counts.total)",
@@ -127,7 +131,8 @@ public final class AuditLog: Sendable {
         logger.notice(
             "account removed",
             metadata: [
-                "caller_pid": "\(caller.pid)",
+                "caller_pid": "\(caller.pidText)",
+                "caller_process": "\(caller.processID.map(String.init) ?? "unknown")",
                 "caller_exe": "\(caller.executable ?? "unknown")",
                 "account": "\(account)",
                 "client_id": "\(clientId ?? "all")",

@@ -8,17 +8,26 @@ public struct Caller: Sendable, Hashable, CustomStringConvertible {
     public var gid: UInt32
     /// The peer's executable (`/proc/<pid>/exe`), when it could be read.
     public var executable: String?
+    /// An id of the peer process that is never reused (its pidfd's pidfs inode), where the kernel has one.
+    public var processID: UInt64?
 
     /// Creates a caller.
-    public init(pid: Int32, uid: UInt32, gid: UInt32, executable: String?) {
+    public init(pid: Int32, uid: UInt32, gid: UInt32, executable: String?, processID: UInt64? = nil) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
         self.executable = executable
+        self.processID = processID
+    }
+
+    /// The pid for a log line: `123`, or `outside` for a peer outside the daemon's pid namespace (which has no
+    /// pid there).
+    public var pidText: String {
+        pid > 0 ? "\(pid)" : "outside"
     }
 
     /// `pid 123 (/usr/bin/app)`.
     public var description: String {
-        "pid \(pid) (\(executable ?? "unknown executable"))"
+        "pid \(pidText) (\(executable ?? "unknown executable"))"
     }
 }

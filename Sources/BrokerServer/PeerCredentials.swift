@@ -1,4 +1,5 @@
 import BrokerProtocol
+import CLinuxSupport
 import NIOCore
 
 #if canImport(Glibc)
@@ -23,5 +24,49 @@ extension PeerCredentials {
         let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
         guard count > 0 else { return nil }
         return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// The process on the other end, through its pidfd (`SO_PEERPIDFD`, Linux 6.5): what the audit names.
+///
+/// A pid alone can be reused once its process exits, so the executable read from `/proc/<pid>/exe` is kept only if
+/// the pidfd says the process it names is still alive after the read. A peer outside the daemon's pid namespace
+/// has no pid here (0): it is named by its pidfs inode instead, which no other process gets while the system runs.
+struct PeerProcess {
+    /// The pid in the daemon's pid namespace; 0 when the peer is outside it.
+    var pid: Int32
+    /// `/proc/<pid>/exe`, when it could be read and still belonged to the peer afterwards.
+    var executable: String?
+    /// The pidfd's inode on pidfs (Linux 6.9): a process id that is never reused, in any namespace.
+    var processID: UInt64?
+
+    /// Identifies the peer of `channel`, whose credentials are `credentials`.
+    ///
+    /// Falls back to the credentials' pid where the kernel has no `SO_PEERPIDFD`. Must run on the channel's event
+    /// loop.
+    static func of(_ channel: any Channel, credentials: PeerCredentials) -> EventLoopFuture<PeerProcess> {
+        guard let provider = channel as? any SocketOptionProvider else {
+            return channel.eventLoop.makeSucceededFuture(fallback(credentials))
+        }
+        let pidfd: EventLoopFuture<Int32> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET),
+            name: SocketOptionName(77)  // SO_PEERPIDFD, which Glibc's module does not declare
+        )
+        return pidfd.map { identify(pidfd: $0, credentials: credentials) }
+            .recover { _ in fallback(credentials) }
+    }
+
+    private static func fallback(_ credentials: PeerCredentials) -> PeerProcess {
+        PeerProcess(pid: credentials.pid, executable: credentials.executable, processID: nil)
+    }
+
+    private static func identify(pidfd: Int32, credentials: PeerCredentials) -> PeerProcess {
+        defer { close(pidfd) }
+        let seen = tb_pidfd_pid(pidfd)
+        let pid = seen >= 0 ? seen : credentials.pid
+        var executable = pid > 0 ? PeerCredentials(pid: pid).executable : nil
+        if executable != nil, tb_pidfd_is_alive(pidfd) != 1 { executable = nil }
+        let processID = tb_pidfd_process_id(pidfd)
+        return PeerProcess(pid: pid, executable: executable, processID: processID > 0 ? UInt64(processID) : nil)
     }
 }

@@ -217,13 +217,16 @@ public final class SocketServer: Service {
             .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 << 10, high: 256 << 10))
         // Runs on the connection's event loop as it is accepted: peer check first, then the pipeline.
         let initializer: @Sendable (any Channel) -> EventLoopFuture<AcceptedConnection> = { [self] channel in
-            PeerCredentials.of(channel).flatMapThrowing { peer in
+            PeerCredentials.of(channel).flatMap { peer in
+                PeerProcess.of(channel, credentials: peer).map { (peer, $0) }
+            }.flatMapThrowing { peer, process in
                 let refusal = self.admit(peer)
                 let caller = Caller(
-                    pid: peer.pid,
+                    pid: process.pid,
                     uid: peer.uid,
                     gid: peer.gid,
-                    executable: refusal == nil ? peer.executable : nil
+                    executable: refusal == nil ? process.executable : nil,
+                    processID: process.processID
                 )
                 if refusal == nil {
                     try channel.pipeline.syncOperations.addHandlers(

@@ -9,6 +9,8 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -67,4 +69,12 @@ pid_t tb_pidfd_pid(int pidfd) {
     }
     fclose(file);
     return pid;
+}
+
+unsigned long long tb_pidfd_process_id(int pidfd) {
+    struct statfs file_system;
+    struct stat info;
+    if (fstatfs(pidfd, &file_system) != 0 || file_system.f_type != 0x50494446 /* PID_FS_MAGIC */) return 0;
+    if (fstat(pidfd, &info) != 0) return 0;
+    return (unsigned long long)info.st_ino;
 }

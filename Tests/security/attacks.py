@@ -375,7 +375,76 @@ def attack_other_user_at_the_listener(ctx: Context) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# 4. A full disk
+# 4. Who the audit names
+# ---------------------------------------------------------------------------------------------------------------
+
+def audit_lines(log: Path, correlation: str) -> list[dict[str, str]]:
+    """The metadata of the audit lines about `correlation`."""
+    lines = []
+    for line in log.read_text(errors="replace").splitlines():
+        if "token issued" in line and f"correlation_id={correlation}" in line:
+            lines.append(dict(re.findall(r"(\w+)=(\S+)", line)))
+    return lines
+
+
+def issue_and_find_audit(socket_path: Path, log: Path) -> dict[str, str]:
+    correlation = str(wb.uuid.uuid4())
+    with BrokerClient(str(socket_path)) as client:
+        client.call("acquireTokenSilently", {"authParameters": wb.ada_params(), "correlationId": correlation},
+                    timeout=10)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        found = audit_lines(log, correlation)
+        if found:
+            return found[0]
+        time.sleep(0.05)
+    wb.fail(f"no audit line for {correlation}")
+    return {}
+
+
+def check_audit_names_callers(ctx: Context) -> None:
+    """The audit names the caller by its pid, its executable (read through its pidfd, so a pid reused since the
+    connect cannot pass for it) and a process id that is never reused; a daemon in a pid namespace of its own,
+    where the caller has no pid, says so instead of pid 0 (the audit's finding), and still names the process."""
+    line = issue_and_find_audit(ctx.socket, ctx.daemon.log_path)
+    named = ("caller_pid", "caller_process", "caller_exe")
+    print(f"  # audit, same namespace: {json.dumps({k: line.get(k) for k in named})}", flush=True)
+    expect(line.get("caller_pid") == str(os.getpid()), f"caller_pid {line.get('caller_pid')}, wanted {os.getpid()}")
+    expect(line.get("caller_exe") == os.path.realpath("/proc/self/exe"), f"caller_exe {line.get('caller_exe')}")
+    expect((line.get("caller_process") or "").isdigit(), f"caller_process {line.get('caller_process')}")
+    if os.getuid() != 0 or shutil.which("unshare") is None:
+        raise Skip("needs root and unshare for a pid namespace of the daemon's own")
+    root = ctx.daemon.root / "pid-namespace"
+    state, run, log_path = root / "state", root / "run", root / "daemon.log"
+    for directory in (root, run):
+        directory.mkdir(mode=0o700)
+    socket_path = run / "broker.sock"
+    command = ["unshare", "-p", "-f", "--mount-proc", "--kill-child", ctx.daemon.binary, "--socket", str(socket_path),
+               "--state-directory", str(state), "--entra-host", wb.ENV]
+    with open(log_path, "wb") as log:
+        daemon = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while not socket_path.exists() and time.monotonic() < deadline and daemon.poll() is None:
+            time.sleep(0.05)
+        expect(socket_path.exists(), f"the daemon did not start: {log_path.read_text(errors='replace')[-500:]}")
+        with BrokerClient(str(socket_path)) as client:
+            client.import_cache(json.dumps(wb.seed_document()), "msal")
+        line = issue_and_find_audit(socket_path, log_path)
+    finally:
+        # unshare ignores SIGTERM while it waits for its child: the daemon (pid 1 of its namespace) gets it
+        children = Path(f"/proc/{daemon.pid}/task/{daemon.pid}/children").read_text().split()
+        for child in children:
+            os.kill(int(child), signal.SIGTERM)
+        if daemon.wait(20) != 0:
+            wb.fail(f"the daemon in its pid namespace exited with {daemon.returncode}")
+    print(f"  # audit, daemon in its own pid namespace: {json.dumps({k: line.get(k) for k in named})}", flush=True)
+    expect(line.get("caller_pid") == "outside", f"caller_pid {line.get('caller_pid')}")
+    expect((line.get("caller_process") or "").isdigit(), f"caller_process {line.get('caller_process')}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 5. A full disk
 # ---------------------------------------------------------------------------------------------------------------
 
 def check_full_disk(ctx: Context) -> None:
@@ -434,7 +503,7 @@ def check_full_disk(ctx: Context) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# 5. Core dumps
+# 6. Core dumps
 # ---------------------------------------------------------------------------------------------------------------
 
 def key_in_excluded_memory(pid: int, key: bytes) -> bool:
@@ -515,6 +584,7 @@ def main() -> int:
         c("a sign-in: no authorization parameter in any process's argv; the start page serves once", attack_argv)
         c("another uid at the loopback listener: 403 for the start page and its own code, a flood held off",
           attack_other_user_at_the_listener)
+        c("the audit names the caller, also from outside the daemon's pid namespace", check_audit_names_callers)
         c("a full disk: the write refused whole, in getStatus and the log at error level", check_full_disk)
         c("SIGSEGV leaves no core; the key in memory is left out of dumps", attack_core_dump)
     finally:

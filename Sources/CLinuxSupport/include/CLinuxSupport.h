@@ -25,3 +25,7 @@ int tb_pidfd_is_alive(int pidfd);
 /// The pid a pidfd refers to, as this process's pid namespace sees it (from /proc/self/fdinfo), 0 when it is
 /// outside that namespace, -1 when it cannot be read.
 pid_t tb_pidfd_pid(int pidfd);
+
+/// The inode of a pidfd on pidfs (Linux >= 6.9): an id of the process that is never reused while the system runs,
+/// whatever its pid namespace; 0 where pidfds are not on pidfs.
+unsigned long long tb_pidfd_process_id(int pidfd);
