@@ -245,13 +245,17 @@ public final class SocketServer: Service {
         }
         switch configuration.listener {
         case .activated(let fd, _):
-            return try await bootstrap.bind(fd, cleanupExistingSocketFile: false, childChannelInitializer: initializer)
+            return try await withReserve(bootstrap, listening: fd).bind(
+                fd,
+                cleanupExistingSocketFile: false,
+                childChannelInitializer: initializer
+            )
         case .bind(let path):
             let prepared = try SocketPath.prepare(path)
             let (fd, inode) = try prepared.listen(backlog: 256)
             let channel: NIOAsyncChannel<AcceptedConnection, Never>
             do {
-                channel = try await bootstrap.bind(
+                channel = try await withReserve(bootstrap, listening: fd).bind(
                     fd,
                     cleanupExistingSocketFile: false,
                     childChannelInitializer: initializer
@@ -262,6 +266,23 @@ public final class SocketServer: Service {
             }
             channel.channel.closeFuture.whenComplete { _ in prepared.remove(inode: inode) }
             return channel
+        }
+    }
+}
+
+extension SocketServer {
+    /// `bootstrap` with a ``DescriptorReserve`` first in the listening channel's pipeline.
+    private func withReserve(_ bootstrap: ServerBootstrap, listening fd: Int32) -> ServerBootstrap {
+        let metrics = metrics
+        let logger = logger
+        return bootstrap.serverChannelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                let reserve = DescriptorReserve(listeningSocket: fd, logger: logger) { count in
+                    metrics.acceptedConnections.add(count, ordering: .relaxed)
+                    metrics.refusedConnections.add(count, ordering: .relaxed)
+                }
+                try channel.pipeline.syncOperations.addHandler(reserve)
+            }
         }
     }
 }

@@ -503,7 +503,75 @@ def check_full_disk(ctx: Context) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# 6. Core dumps
+# 6. Out of descriptors
+# ---------------------------------------------------------------------------------------------------------------
+
+def check_out_of_descriptors(ctx: Context) -> None:
+    """A daemon limited to 48 descriptors, its connections held open until it has none left: a new client is
+    answered broker_busy at once (from the descriptor it keeps in reserve) instead of waiting unanswered in the
+    backlog, and once the connections close it serves again."""
+    if shutil.which("prlimit") is None:
+        raise Skip("prlimit is not installed")
+    root = ctx.daemon.root / "descriptors"
+    run = root / "run"
+    for directory in (root, run):
+        directory.mkdir(mode=0o700)
+    socket_path, log_path = run / "broker.sock", root / "daemon.log"
+    command = ["prlimit", "--nofile=48:48", ctx.daemon.binary, "--socket", str(socket_path), "--state-directory",
+               str(root / "state")]
+    with open(log_path, "wb") as log:
+        daemon = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    held: list[socket.socket] = []
+    try:
+        deadline = time.monotonic() + 20
+        while not socket_path.exists() and time.monotonic() < deadline and daemon.poll() is None:
+            time.sleep(0.05)
+        expect(socket_path.exists(), f"the daemon did not start: {log_path.read_text(errors='replace')[-500:]}")
+        answers: list[bytes] = []
+        for _ in range(60):  # more than the daemon has descriptors for; each one answered or held
+            connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            connection.settimeout(5)
+            connection.connect(str(socket_path))
+            try:
+                connection.sendall(b'{"jsonrpc":"2.0","id":1,"method":"getLinuxBrokerVersion"}\n')
+            except BrokenPipeError:
+                pass  # answered and closed before the request went out: the answer is still there to read
+            try:
+                answers.append(connection.recv(4096))
+            except socket.timeout:
+                answers.append(b"(no answer in 5 s)")
+            held.append(connection)
+        busy = [a for a in answers if b"file descriptors" in a and b"broker_busy" in a]
+        served = [a for a in answers if b'"result"' in a]
+        unanswered = [a for a in answers if a == b"(no answer in 5 s)"]
+        descriptors = descriptor_count(daemon.pid)
+        print(f"  # 60 connections held: {len(served)} served, {len(busy)} answered broker_busy for want of "
+              f"descriptors, {len(unanswered)} unanswered; the daemon holds {descriptors} descriptors", flush=True)
+        expect(busy and not unanswered, "clients waited unanswered while the daemon had no descriptor")
+        for connection in held:
+            connection.close()
+        held.clear()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with BrokerClient(str(socket_path), connect_timeout=5) as client:
+                    status = client.call("getStatus", timeout=5)
+                    break
+            except (OSError, wb.BrokerError):
+                time.sleep(0.1)
+        else:
+            wb.fail("the daemon did not serve again once the connections closed")
+        expect(status["connections"]["refused"] >= len(busy), f"refused {status['connections']['refused']}")
+    finally:
+        for connection in held:
+            connection.close()
+        daemon.send_signal(signal.SIGTERM)
+        code = daemon.wait(20)
+    expect(code == 0, f"the daemon exited with {code}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 7. Core dumps
 # ---------------------------------------------------------------------------------------------------------------
 
 def key_in_excluded_memory(pid: int, key: bytes) -> bool:
@@ -586,6 +654,7 @@ def main() -> int:
           attack_other_user_at_the_listener)
         c("the audit names the caller, also from outside the daemon's pid namespace", check_audit_names_callers)
         c("a full disk: the write refused whole, in getStatus and the log at error level", check_full_disk)
+        c("out of descriptors: new clients answered broker_busy at once, served again after", check_out_of_descriptors)
         c("SIGSEGV leaves no core; the key in memory is left out of dumps", attack_core_dump)
     finally:
         provider.stop()
