@@ -296,7 +296,7 @@ struct SlowReaderTests {
                 name: "S"
             )
         }
-        try await withTestServer(idleTimeout: .seconds(1), documents: [CacheFixtures.msalCache(people: people)]) {
+        try await withTestServer(idleTimeout: .seconds(2), documents: [CacheFixtures.msalCache(people: people)]) {
             path in
             let fd = try UnixSocket.connect(path, receiveTimeout: .seconds(10))
             defer { close(fd) }
@@ -309,11 +309,12 @@ struct SlowReaderTests {
             try await UnixSocket.send(fd, Array(requests.utf8))
             let received = await offload { () -> [UInt8] in
                 var bytes: [UInt8] = []
-                var chunk = [UInt8](repeating: 0, count: 16384)
+                var chunk = [UInt8](repeating: 0, count: 8192)
                 while bytes.filter({ $0 == UInt8(ascii: "\n") }).count < 4 {
-                    // About 0.5 MB/s: the answers (about 1 MB) take longer than the idle timeout to read, while no
-                    // pause between reads comes near it, however loaded the machine.
-                    usleep(30_000)
+                    // About 0.4 MB/s: the answers (about 1 MB) take longer than the idle timeout to read, while no
+                    // pause between reads comes near it, however loaded the machine (a stalled reader is only
+                    // closed after two idle timeouts without taking a byte).
+                    usleep(20_000)
                     let count = read(fd, &chunk, chunk.count)
                     if count <= 0 { break }
                     bytes += chunk[0..<count]
