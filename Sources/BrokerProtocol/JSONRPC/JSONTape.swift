@@ -217,10 +217,12 @@ struct JSONTape {
         }
         if bytes[position] == UInt8(ascii: "-") { position += 1 }
         guard position < bytes.count else { throw JSONSyntaxError("invalid number", at: start) }
+        var integerDigits = 1
         if bytes[position] == UInt8(ascii: "0") {
             position += 1
-        } else if digits(&position) == 0 {
-            throw JSONSyntaxError("invalid number", at: start)
+        } else {
+            integerDigits = digits(&position)
+            guard integerDigits > 0 else { throw JSONSyntaxError("invalid number", at: start) }
         }
         if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
             position += 1
@@ -232,8 +234,20 @@ struct JSONTape {
                 position += 1
             }
             guard digits(&position) > 0 else { throw JSONSyntaxError("invalid number", at: start) }
+            try checkRange(start: start, end: position)
+        } else if integerDigits > 300 {
+            try checkRange(start: start, end: position)
         }
         try append(.number, start: start, end: position)
+    }
+
+    /// Refuses a number beyond a 64-bit float's range (`1e400`), which would read as infinity and could not be
+    /// written back; only numbers with an exponent or hundreds of digits can be.
+    private func checkRange(start: Int, end: Int) throws(JSONSyntaxError) {
+        let text = String(decoding: bytes[start..<end], as: UTF8.self)
+        guard let value = Double(text), value.isFinite else {
+            throw JSONSyntaxError("a number beyond the range of a 64-bit float", at: start)
+        }
     }
 
     /// Scans a string literal at `position` (on the opening quote); validates escapes and UTF-8.

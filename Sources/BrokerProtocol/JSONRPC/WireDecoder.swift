@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-public import FoundationEssentials
+package import FoundationEssentials
 #else
-public import Foundation
+package import Foundation
 #endif
 
 /// Decodes `Decodable` values from strict JSON (see ``JSONTape``): the protocol's wire decoder.
@@ -9,24 +9,24 @@ public import Foundation
 /// Errors are `DecodingError`s with coding paths, as with Foundation's `JSONDecoder`; a document that is not
 /// JSON at all gives `DecodingError.dataCorrupted` with an empty path and a ``JSONSyntaxError`` underneath.
 /// Integers must be integral and in range; unknown keys are ignored.
-public struct WireDecoder: Sendable {
+package struct WireDecoder: Sendable {
     /// Values handed to every `init(from:)` through `decoder.userInfo`.
-    public var userInfo: [CodingUserInfoKey: any Sendable] = [:]
+    package var userInfo: [CodingUserInfoKey: any Sendable] = [:]
     /// How much one document may hold.
-    public var limits: JSONLimits
+    package var limits: JSONLimits
 
     /// Creates a decoder for documents within `limits`.
-    public init(limits: JSONLimits = .document) {
+    package init(limits: JSONLimits = .document) {
         self.limits = limits
     }
 
     /// Decodes a `T` from `data`.
-    public func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+    package func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         try decode(type, from: Array(data))
     }
 
     /// Decodes a `T` from `bytes`.
-    public func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+    package func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
         let tape: JSONTape
         do {
             tape = try JSONTape(bytes, limits: limits)
@@ -36,7 +36,7 @@ public struct WireDecoder: Sendable {
             )
         }
         let state = DecodingState(tape: tape, userInfo: userInfo)
-        return try T(from: TapeDecoder(state: state, node: 0, codingPath: []))
+        return try TapeDecoder(state: state, node: 0, codingPath: []).decodeValue(T.self)
     }
 }
 
@@ -265,13 +265,13 @@ private struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         let reader = try reader(for: key)
-        return try T(from: TapeDecoder(state: state, node: reader.node, codingPath: reader.codingPath))
+        return try TapeDecoder(state: state, node: reader.node, codingPath: reader.codingPath).decodeValue(T.self)
     }
 
     /// Absent keys and `null` both read as nil, as with Foundation's decoder.
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
         guard let index = valueIndex(for: key), state.tape.nodes[index].kind != .null else { return nil }
-        return try T(from: TapeDecoder(state: state, node: index, codingPath: codingPath + [key]))
+        return try TapeDecoder(state: state, node: index, codingPath: codingPath + [key]).decodeValue(T.self)
     }
 
     func nestedContainer<NestedKey: CodingKey>(
@@ -344,7 +344,7 @@ private struct TapeUnkeyedContainer: UnkeyedDecodingContainer {
 
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
         let reader = try nextReader(type)
-        return try T(from: TapeDecoder(state: state, node: reader.node, codingPath: reader.codingPath))
+        return try TapeDecoder(state: state, node: reader.node, codingPath: reader.codingPath).decodeValue(T.self)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(
@@ -390,7 +390,7 @@ private struct TapeSingleValueContainer: SingleValueDecodingContainer {
     func decode(_ type: UInt64.Type) throws -> UInt64 { try reader.integer(type) }
 
     func decode<T: Decodable>(_ type: T.Type) throws -> T {
-        try T(from: TapeDecoder(state: state, node: node, codingPath: codingPath))
+        try TapeDecoder(state: state, node: node, codingPath: codingPath).decodeValue(T.self)
     }
 }
 
@@ -409,5 +409,31 @@ private struct ArrayIndex: CodingKey {
 
     init?(stringValue: String) {
         nil
+    }
+}
+
+extension TapeDecoder {
+    /// A `T` from this node: a `URL` from its string and `Data` from Base64, as Foundation's decoder reads them;
+    /// anything else by its own `init(from:)`.
+    func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
+        if T.self == URL.self {
+            let text = try singleValueContainer().decode(String.self)
+            guard let url = URL(string: text) as? T else {
+                throw DecodingError.dataCorrupted(
+                    DecodingError.Context(codingPath: codingPath, debugDescription: "not a URL")
+                )
+            }
+            return url
+        }
+        if T.self == Data.self {
+            let text = try singleValueContainer().decode(String.self)
+            guard let data = Data(base64Encoded: text) as? T else {
+                throw DecodingError.dataCorrupted(
+                    DecodingError.Context(codingPath: codingPath, debugDescription: "not Base64")
+                )
+            }
+            return data
+        }
+        return try T(from: self)
     }
 }

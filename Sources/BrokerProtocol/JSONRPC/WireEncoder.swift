@@ -1,3 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 /// Encodes `Encodable` values as compact JSON, writing straight into a byte array.
 ///
 /// The wire encoder of the protocol: keys in the order the type encodes them (declaration order for synthesized
@@ -5,19 +11,19 @@
 /// first, which makes it several times faster than Foundation's `JSONEncoder` on token responses.
 ///
 /// Non-finite floating-point values throw, as JSON has no spelling for them.
-public struct WireEncoder: Sendable {
+package struct WireEncoder: Sendable {
     /// Creates an encoder.
-    public init() {}
+    package init() {}
 
     /// The JSON bytes of `value`.
-    public func encode(_ value: some Encodable) throws -> [UInt8] {
+    package func encode(_ value: some Encodable) throws -> [UInt8] {
         var bytes: [UInt8] = []
         try encode(value, into: &bytes)
         return bytes
     }
 
     /// Appends the JSON of `value` to `bytes`.
-    public func encode(_ value: some Encodable, into bytes: inout [UInt8]) throws {
+    package func encode(_ value: some Encodable, into bytes: inout [UInt8]) throws {
         let state = StreamState()
         swap(&state.output, &bytes)
         defer { swap(&state.output, &bytes) }
@@ -26,9 +32,9 @@ public struct WireEncoder: Sendable {
 }
 
 /// Why a value could not be encoded.
-public struct WireEncodingError: Error, Sendable, CustomStringConvertible {
+package struct WireEncodingError: Error, Sendable, CustomStringConvertible {
     /// What went wrong, with the coding path.
-    public let description: String
+    package let description: String
 }
 
 // MARK: - Streaming machinery
@@ -45,6 +51,9 @@ private final class StreamState {
     @exclusivity(unchecked) private var open: [(depth: Int, closer: UInt8, hasMember: Bool)] = []
 
     func encodeValue<T: Encodable>(_ value: T, depth: Int) throws {
+        // As Foundation's encoder writes them: a URL as its absolute string, Data as Base64.
+        if T.self == URL.self, let url = value as? URL { return writeString(url.absoluteString) }
+        if T.self == Data.self, let data = value as? Data { return writeString(data.base64EncodedString()) }
         let encoder = StreamEncoder(state: self, depth: depth)
         try value.encode(to: encoder)
         close(deeperThan: depth)
@@ -53,13 +62,33 @@ private final class StreamState {
 
     /// Opens a container at `depth`, closing deeper ones first.
     func openContainer(at depth: Int, opener: UInt8, closer: UInt8) {
+        pendingValueAt = nil  // a super encoder's value, if one was awaited, is this container
         close(deeperThan: depth - 1)
         output.append(opener)
         open.append((depth, closer, false))
     }
 
+    /// Where a value handed to a super encoder starts, while nothing has been written for it.
+    @exclusivity(unchecked) private var pendingValueAt: Int?
+
+    /// An encoder for a member whose key (if any) is written: if it writes nothing before the next member or the
+    /// container's end, the value is `{}`, as with Foundation's encoder.
+    func encoderForPendingValue(depth: Int) -> any Encoder {
+        pendingValueAt = output.count
+        return StreamEncoder(state: self, depth: depth)
+    }
+
+    /// Writes `{}` for a super encoder's value that was never written.
+    private func fillPendingValue() {
+        if let start = pendingValueAt {
+            pendingValueAt = nil
+            if output.count == start { output.append(contentsOf: [UInt8(ascii: "{"), UInt8(ascii: "}")]) }
+        }
+    }
+
     /// Starts a member of the container at `depth`: writes the comma, and the key for objects.
     func beginMember(at depth: Int, key: String?) {
+        if pendingValueAt != nil { fillPendingValue() }
         close(deeperThan: depth)
         guard let index = open.lastIndex(where: { $0.depth == depth }) else { return }
         if open[index].hasMember { output.append(UInt8(ascii: ",")) }
@@ -71,6 +100,7 @@ private final class StreamState {
     }
 
     func close(deeperThan depth: Int) {
+        if pendingValueAt != nil { fillPendingValue() }
         while let last = open.last, last.depth > depth {
             output.append(last.closer)
             open.removeLast()
@@ -307,12 +337,15 @@ private struct StreamKeyedContainer<Key: CodingKey>: KeyedEncodingContainerProto
         return StreamUnkeyedContainer(state: state, depth: depth + 1)
     }
 
+    /// An encoder for the superclass's members, under the key `super`, as Foundation's encoder has it.
     mutating func superEncoder() -> any Encoder {
-        preconditionFailure("WireEncoder does not support superEncoder(); no protocol type uses it")
+        state.beginMember(at: depth, key: "super")
+        return state.encoderForPendingValue(depth: depth)
     }
 
     mutating func superEncoder(forKey key: Key) -> any Encoder {
-        preconditionFailure("WireEncoder does not support superEncoder(forKey:); no protocol type uses it")
+        state.beginMember(at: depth, key: key.stringValue)
+        return state.encoderForPendingValue(depth: depth)
     }
 }
 
@@ -441,8 +474,10 @@ private struct StreamUnkeyedContainer: UnkeyedEncodingContainer {
         return StreamUnkeyedContainer(state: state, depth: depth + 1)
     }
 
+    /// An encoder for the next element.
     mutating func superEncoder() -> any Encoder {
-        preconditionFailure("WireEncoder does not support superEncoder(); no protocol type uses it")
+        state.beginMember(at: depth, key: nil)
+        return state.encoderForPendingValue(depth: depth)
     }
 }
 
