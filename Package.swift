@@ -90,7 +90,11 @@ let package = Package(
         // madvise, SO_PEERPIDFD.
         .target(name: "CLinuxSupport"),
         // The daemon's side of systemd: socket activation, notify and watchdog, the journald log handler.
-        .target(name: "BrokerSystemd", dependencies: ["CSystemd", logging], swiftSettings: swiftSettings),
+        .target(
+            name: "BrokerSystemd",
+            dependencies: ["CSystemd", logging, serviceLifecycle, unixSignals],
+            swiftSettings: swiftSettings
+        ),
         // The Unix-socket server: framing, peer credentials, limits, JSON-RPC dispatch.
         .target(
             name: "BrokerServer",

@@ -80,6 +80,21 @@ public struct CacheLocation: Sendable {
         self.stateDirectory = stateDirectory
     }
 
+    /// Where the daemon keeps its state: `option` (`--state-directory`), else `$STATE_DIRECTORY` (systemd's
+    /// `StateDirectory=`, its first entry), else `$XDG_STATE_HOME/tokenbroker`, else `~/.local/state/tokenbroker`;
+    /// nil when none of them is set to an absolute path.
+    public static func stateDirectory(option: String?, environment: [String: String]) -> URL? {
+        if let option { return URL(filePath: option) }
+        if let systemd = environment["STATE_DIRECTORY"]?.split(separator: ":").first, systemd.hasPrefix("/") {
+            return URL(filePath: String(systemd))
+        }
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
+            return URL(filePath: state).appending(path: "tokenbroker")
+        }
+        guard let home = environment["HOME"], home.hasPrefix("/") else { return nil }
+        return URL(filePath: home).appending(path: ".local/state/tokenbroker")
+    }
+
     /// The database: `<state>/db/cache.sqlite3` (with its `-wal` and `-shm` files beside it).
     public var databaseURL: URL {
         stateDirectory.appending(path: "db/cache.sqlite3")

@@ -26,6 +26,29 @@ public enum Systemd {
         }
     }
 
+    /// The socket to serve among those systemd passed: the one named `broker`, else the only one.
+    ///
+    /// Nil when none was passed. Throws when several were passed and none is named `broker`: the daemon does not
+    /// guess.
+    public static func brokerSocket(
+        among passed: [(fd: CInt, name: String)]
+    ) throws(AmbiguousSockets) -> (fd: CInt, name: String)? {
+        guard !passed.isEmpty else { return nil }
+        if let named = passed.first(where: { $0.name == "broker" }) { return named }
+        guard passed.count == 1 else { throw AmbiguousSockets(count: passed.count) }
+        return passed[0]
+    }
+
+    /// Several sockets passed and none named `broker`.
+    public struct AmbiguousSockets: Error, CustomStringConvertible {
+        /// How many were passed.
+        public let count: Int
+
+        public var description: String {
+            "systemd passed \(count) sockets and none is named \"broker\" (FileDescriptorName=broker)"
+        }
+    }
+
     /// Whether `fd` is a listening `AF_UNIX` stream socket.
     public static func isListeningUnixStream(_ fd: CInt) -> Bool {
         sd_is_socket_unix(fd, CInt(SOCK_STREAM.rawValue), 1, nil, 0) > 0

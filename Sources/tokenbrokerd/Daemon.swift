@@ -161,7 +161,10 @@ struct Daemon: AsyncParsableCommand {
         settings: ConfigurationFile,
         environment: [String: String]
     ) async throws {
-        let location = CacheLocation(stateDirectory: try Self.stateDirectory(stateDirectory, environment: environment))
+        guard let directory = CacheLocation.stateDirectory(option: stateDirectory, environment: environment) else {
+            throw StartupError("no state directory: set HOME or XDG_STATE_HOME, or pass --state-directory")
+        }
+        let location = CacheLocation(stateDirectory: directory)
         try Directories.ensurePrivateDirectory(location.stateDirectory)
         let lock = try StateLock(location.lockURL)
         let cache = try await location.openCache(logger: logger)
@@ -231,7 +234,7 @@ struct Daemon: AsyncParsableCommand {
             return "Reloaded (log level \(levels.level)). " + server.statusLine
         }
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: WatchdogService(interval: Systemd.watchdogInterval(), server: server)),
+            .init(service: WatchdogService(interval: Systemd.watchdogInterval()) { server.statusLine }),
             .init(service: AuditFlushService(audit: audit, interval: .seconds(auditWindow))),
             .init(service: server),
             .init(service: ReloadService(reload: reload)),
@@ -239,7 +242,12 @@ struct Daemon: AsyncParsableCommand {
         if case .activated = listener, idleExit > 0 {
             services.append(
                 .init(
-                    service: IdleExitService(after: .seconds(idleExit), server: server, broker: broker, logger: logger),
+                    service: IdleExitService(
+                        after: .seconds(idleExit),
+                        idleFor: { server.idleFor },
+                        isBusy: { await broker.isBusy },
+                        logger: logger
+                    ),
                     successTerminationBehavior: .gracefullyShutdownGroup
                 )
             )
@@ -259,36 +267,19 @@ struct Daemon: AsyncParsableCommand {
 
     /// The socket systemd passed (the fd named `broker`, or the only one), else a bind of our own.
     private func listener(environment: [String: String]) throws -> Listener {
-        let passed = Systemd.listenFDs()
-        if !passed.isEmpty {
-            guard let socket = passed.first(where: { $0.name == "broker" }) ?? (passed.count == 1 ? passed[0] : nil)
-            else {
-                throw StartupError(
-                    "systemd passed \(passed.count) sockets and none is named \"broker\" (FileDescriptorName=broker)"
-                )
-            }
+        let passed: (fd: CInt, name: String)?
+        do {
+            passed = try Systemd.brokerSocket(among: Systemd.listenFDs())
+        } catch {
+            throw StartupError(error.description)
+        }
+        if let socket = passed {
             guard Systemd.isListeningUnixStream(socket.fd) else {
                 throw StartupError("the socket systemd passed (fd \(socket.fd)) is not a listening Unix stream socket")
             }
             return .activated(fd: socket.fd, path: Systemd.socketPath(of: socket.fd) ?? "(passed by systemd)")
         }
         return .bind(path: socket ?? SocketLocation.resolve(environment: environment))
-    }
-
-    /// `--state-directory`, else `$STATE_DIRECTORY` (systemd), else `$XDG_STATE_HOME/tokenbroker`, else
-    /// `~/.local/state/tokenbroker`.
-    static func stateDirectory(_ option: String?, environment: [String: String]) throws -> URL {
-        if let option { return URL(filePath: option) }
-        if let systemd = environment["STATE_DIRECTORY"]?.split(separator: ":").first {
-            return URL(filePath: String(systemd))
-        }
-        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
-            return URL(filePath: state).appending(path: "tokenbroker")
-        }
-        guard let home = environment["HOME"], home.hasPrefix("/") else {
-            throw StartupError("no state directory: set HOME or XDG_STATE_HOME, or pass --state-directory")
-        }
-        return URL(filePath: home).appending(path: ".local/state/tokenbroker")
     }
 }
 

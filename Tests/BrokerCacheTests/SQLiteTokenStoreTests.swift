@@ -153,3 +153,25 @@ struct SQLiteTokenStoreTests {
         withExtendedLifetime(first) {}
     }
 }
+
+/// Where the daemon keeps its state, by the rule the README gives.
+struct StateDirectoryRuleTests {
+    @Test(
+        arguments: [
+            ("/opt/x", ["STATE_DIRECTORY": "/s", "HOME": "/home/u"], "/opt/x"),
+            (nil, ["STATE_DIRECTORY": "/var/lib/u/tokenbroker:/other", "HOME": "/home/u"], "/var/lib/u/tokenbroker"),
+            (nil, ["XDG_STATE_HOME": "/xdg", "HOME": "/home/u"], "/xdg/tokenbroker"),
+            (nil, ["XDG_STATE_HOME": "relative", "HOME": "/home/u"], "/home/u/.local/state/tokenbroker"),
+            (nil, ["HOME": "/home/u"], "/home/u/.local/state/tokenbroker"),
+        ] as [(String?, [String: String], String)]
+    )
+    func followsTheRule(option: String?, environment: [String: String], expected: String) {
+        #expect(CacheLocation.stateDirectory(option: option, environment: environment)?.path == expected)
+    }
+
+    /// Nothing absolute to go by: no guess.
+    @Test func withoutHomeThereIsNone() {
+        #expect(CacheLocation.stateDirectory(option: nil, environment: [:]) == nil)
+        #expect(CacheLocation.stateDirectory(option: nil, environment: ["HOME": "relative"]) == nil)
+    }
+}

@@ -1,19 +1,22 @@
-import BrokerCore
-import BrokerServer
-import BrokerSystemd
-import Logging
-import ServiceLifecycle
+public import Logging
+public import ServiceLifecycle
 import UnixSignals
 
 /// Pings systemd's watchdog at half of `WatchdogSec=` and keeps `STATUS=` current.
 ///
 /// First in the service group, which stops its services one after the other from the last: the pings go on while the
 /// server drains.
-struct WatchdogService: Service {
+public struct WatchdogService: Service {
     let interval: Duration?
-    let server: SocketServer
+    let statusLine: @Sendable () -> String
 
-    func run() async throws {
+    /// Pings every `interval / 2` (none without an interval), and sends `statusLine()` whenever it changed.
+    public init(interval: Duration?, statusLine: @escaping @Sendable () -> String) {
+        self.interval = interval
+        self.statusLine = statusLine
+    }
+
+    public func run() async throws {
         let period = interval.map { $0 / 2 } ?? .seconds(10)
         try? await cancelWhenGracefulShutdown {
             var lastStatus = ""
@@ -21,7 +24,7 @@ struct WatchdogService: Service {
                 try await Task.sleep(for: period)
                 var assignments: [String: String] = [:]
                 if interval != nil { assignments["WATCHDOG"] = "1" }
-                let status = server.statusLine
+                let status = statusLine()
                 if status != lastStatus {
                     assignments["STATUS"] = status
                     lastStatus = status
@@ -35,8 +38,11 @@ struct WatchdogService: Service {
 /// Tells systemd at once that the daemon is stopping.
 ///
 /// Last in the group, so it hears of the shutdown first.
-struct StoppingService: Service {
-    func run() async throws {
+public struct StoppingService: Service {
+    /// The service.
+    public init() {}
+
+    public func run() async throws {
         try? await gracefulShutdown()
         Systemd.notify(["STOPPING": "1", "STATUS": "Stopping: finishing the requests in flight"])
     }
@@ -44,10 +50,15 @@ struct StoppingService: Service {
 
 /// SIGHUP (`systemctl --user reload`): re-reads the configuration file and forgets cached provider metadata,
 /// between `RELOADING=1` and `READY=1`.
-struct ReloadService: Service {
+public struct ReloadService: Service {
     let reload: @Sendable () async -> String
 
-    func run() async throws {
+    /// Runs `reload` on each SIGHUP; what it returns is the new `STATUS=`.
+    public init(reload: @escaping @Sendable () async -> String) {
+        self.reload = reload
+    }
+
+    public func run() async throws {
         for await _ in await UnixSignalsSequence(trapping: .sighup).cancelOnGracefulShutdown() {
             Systemd.notify(["RELOADING": "1", "MONOTONIC_USEC": "\(Systemd.monotonicMicroseconds)"])
             let outcome = await reload()
@@ -58,16 +69,33 @@ struct ReloadService: Service {
 
 /// `--idle-exit`: when socket-activated, exits (status 0) after this long with no connection and nothing under
 /// way; systemd keeps the socket and starts the daemon again on the next connection.
-struct IdleExitService: Service {
+public struct IdleExitService: Service {
     let after: Duration
-    let server: SocketServer
-    let broker: TokenBroker
+    let idleFor: @Sendable () -> Duration?
+    let isBusy: @Sendable () async -> Bool
     let logger: Logger
+    let pollInterval: Duration
 
-    func run() async throws {
+    /// Ends (successfully) once `idleFor()` (nil while a connection is open) reaches `after` and `isBusy()` is
+    /// false, looking every `pollInterval`.
+    public init(
+        after: Duration,
+        idleFor: @escaping @Sendable () -> Duration?,
+        isBusy: @escaping @Sendable () async -> Bool,
+        logger: Logger,
+        pollInterval: Duration = .milliseconds(250)
+    ) {
+        self.after = after
+        self.idleFor = idleFor
+        self.isBusy = isBusy
+        self.logger = logger
+        self.pollInterval = pollInterval
+    }
+
+    public func run() async throws {
         while !Task.isShuttingDownGracefully {
-            try? await Task.sleep(for: .milliseconds(250))
-            guard let idle = server.idleFor, idle >= after, await !broker.isBusy else { continue }
+            try? await Task.sleep(for: pollInterval)
+            guard let idle = idleFor(), idle >= after, await !isBusy() else { continue }
             logger.info(
                 "idle: exiting until the next connection",
                 metadata: ["idle_seconds": "\(idle.components.seconds)"]
