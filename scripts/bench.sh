@@ -88,10 +88,14 @@ IDP_PORT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port
 AUTHORITY="http://127.0.0.1:$IDP_PORT/7d3c2b1a-0f9e-4d8c-b7a6-5f4e3d2c1b0a"
 CLIENT=aaaaaaaa-0000-4000-8000-00000000000a
 rm -rf "$WORK/refresh"; mkdir -p "$WORK/refresh"
+# The browser profile the login saves goes to a configuration of the benchmark's own, not the user's.
+export XDG_CONFIG_HOME="$WORK/config"
 "$BIN/tokenbrokerd" --socket "$WORK/refresh/broker.sock" --state-directory "$WORK/refresh/state" \
   --entra-host "127.0.0.1:$IDP_PORT" 2>"$WORK/refresh.log" & DAEMON=$!
 for _ in $(seq 200); do [ -S "$WORK/refresh/broker.sock" ] && break; sleep 0.02; done
-printf '#!/bin/sh\nexec curl -s -o /dev/null -L --data-urlencode username=bench@contoso.example "$1"\n' > "$WORK/browser.sh"
+# A browser: GET the start page it is given (the sign-in URL is never on a command line), then sign in where it
+# leads and follow the redirect back to the broker's loopback listener.
+printf '#!/bin/sh\nauthorize=$(curl -s -o /dev/null -w %%{redirect_url} "$1")\nexec curl -s -o /dev/null -L --data-urlencode username=bench@contoso.example "$authorize"\n' > "$WORK/browser.sh"
 chmod +x "$WORK/browser.sh"
 TOKENBROKER_SOCKET="$WORK/refresh/broker.sock" "$BIN/tokenbroker" login --client-id "$CLIENT" --authority "$AUTHORITY" \
   --scope api://bench/Things.Read --webview custom --browser-command "$WORK/browser.sh" >&2 2>/dev/null
