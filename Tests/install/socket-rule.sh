@@ -10,7 +10,6 @@
 # Prints "ok"/"FAIL" lines and a tally; exits non-zero on any failure.
 set -u
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${BUILD:-$SRC/.build/debug}
 PASS=0; FAIL=0
 ok() { echo "ok - $1"; PASS=$((PASS + 1)); }
 fail() { echo "FAIL - $1"; FAIL=$((FAIL + 1)); }
@@ -23,6 +22,10 @@ wait_until() {
 mode() { stat -c %a "$1"; }
 
 [ "$(id -u)" = 0 ] || { echo "needs root (and: unshare -m --propagation private)"; exit 2; }
+# The project stays reachable at /srv: a scratch clone under /tmp would vanish under the new /tmp.
+mkdir -p /srv && mount --bind "$SRC" /srv || exit 2
+SRC=/srv
+BUILD=${BUILD:-$SRC/.build/debug}
 # Nothing of this machine's /tmp or /run/user is seen or touched.
 mount -t tmpfs -o mode=1777 tmpfs /tmp || exit 2
 mkdir -p /run/user && mount -t tmpfs -o mode=755 tmpfs /run/user || exit 2
