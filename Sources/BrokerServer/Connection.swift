@@ -61,60 +61,36 @@ struct Connection: Sendable {
             // A peer that went away misses its notifications; the request's own answer fails the same way.
             try? await channel.writeAndFlush(Dispatcher.encode(notification))
         }
+        let busy = ErrorObject(
+            .brokerBusy,
+            "\(limit) requests are already in flight on this connection, the most it takes; retry when one is answered",
+            details: .init(retryAfterSeconds: 1)
+        )
         try await withThrowingDiscardingTaskGroup { requests in
             reading: for try await event in inbound {
                 switch event {
                 case .request(let request):
                     guard inFlight.value < limit else {
-                        let busy = ErrorObject(
-                            .brokerBusy,
-                            "\(limit) requests are already in flight on this connection, the most it takes; retry "
-                                + "when one is answered",
-                            details: .init(retryAfterSeconds: 1)
-                        )
                         if let response = dispatcher.reject(request, with: busy) {
                             try await channel.writeAndFlush(response)
                         }
                         continue
                     }
-                    inFlight.add(1)
-                    metrics.inFlight.add(1, ordering: .relaxed)
-                    requests.addTask {
-                        defer {
-                            inFlight.add(-1)
-                            metrics.inFlight.subtract(1, ordering: .relaxed)
-                        }
-                        if let response = await dispatcher.answer(request, caller: caller, owner: owner) {
-                            try await channel.writeAndFlush(response)
-                        }
+                    start(in: &requests, counting: inFlight, answeringOn: channel) {
+                        await dispatcher.answer(request, caller: caller, owner: owner)
                     }
                 case .largeFrame(let frame):
                     guard inFlight.value < limit else {
-                        let busy = ErrorObject(
-                            .brokerBusy,
-                            "\(limit) requests are already in flight on this connection, the most it takes; retry "
-                                + "when one is answered",
-                            details: .init(retryAfterSeconds: 1)
-                        )
                         // Not decoded: its id is unknown, so the answer carries none.
                         metrics.recordError(method: "", error: busy, correlationId: nil)
                         try await channel.writeAndFlush(Dispatcher.encode(ErrorResponse(id: nil, error: busy)))
                         continue
                     }
-                    inFlight.add(1)
-                    metrics.inFlight.add(1, ordering: .relaxed)
-                    requests.addTask {
-                        defer {
-                            inFlight.add(-1)
-                            metrics.inFlight.subtract(1, ordering: .relaxed)
-                        }
-                        let response: ByteBuffer?
+                    start(in: &requests, counting: inFlight, answeringOn: channel) {
                         switch await dispatcher.decodeOffLoop(frame) {
-                        case .failure(let rejection): response = dispatcher.response(to: rejection)
-                        case .success(let request):
-                            response = await dispatcher.answer(request, caller: caller, owner: owner)
+                        case .failure(let rejection): dispatcher.response(to: rejection)
+                        case .success(let request): await dispatcher.answer(request, caller: caller, owner: owner)
                         }
-                        if let response { try await channel.writeAndFlush(response) }
                     }
                 case .frameTooLarge:
                     let error = ErrorObject(
@@ -162,6 +138,28 @@ struct Connection: Sendable {
                 ownedBy: serial,
                 because: Task.isShuttingDownGracefully ? .brokerStopping : .byClient
             )
+        }
+    }
+}
+
+extension Connection {
+    /// Runs `answer` in a task of `requests`, counted in flight on the connection and in the metrics while it runs,
+    /// then writes what it returns.
+    private func start(
+        in requests: inout ThrowingDiscardingTaskGroup<any Error>,
+        counting inFlight: RequestCount,
+        answeringOn channel: any Channel,
+        _ answer: @escaping @Sendable () async -> ByteBuffer?
+    ) {
+        let metrics = metrics
+        inFlight.add(1)
+        metrics.inFlight.add(1, ordering: .relaxed)
+        requests.addTask {
+            defer {
+                inFlight.add(-1)
+                metrics.inFlight.subtract(1, ordering: .relaxed)
+            }
+            if let response = await answer() { try await channel.writeAndFlush(response) }
         }
     }
 }

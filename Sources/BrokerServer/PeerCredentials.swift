@@ -62,9 +62,9 @@ struct PeerProcess {
 
     private static func identify(pidfd: Int32, credentials: PeerCredentials) -> PeerProcess {
         defer { close(pidfd) }
-        let seen = tb_pidfd_pid(pidfd)
-        let pid = seen >= 0 ? seen : credentials.pid
-        var executable = pid > 0 ? PeerCredentials(pid: pid).executable : nil
+        // The credentials' pid is the pidfd's, as this namespace sees it (0 outside it).
+        let pid = credentials.pid
+        var executable = pid > 0 ? credentials.executable : nil
         if executable != nil, tb_pidfd_is_alive(pidfd) != 1 { executable = nil }
         let processID = tb_pidfd_process_id(pidfd)
         return PeerProcess(pid: pid, executable: executable, processID: processID > 0 ? UInt64(processID) : nil)

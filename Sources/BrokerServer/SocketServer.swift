@@ -218,14 +218,18 @@ public final class SocketServer: Service {
         // Runs on the connection's event loop as it is accepted: peer check first, then the pipeline.
         let initializer: @Sendable (any Channel) -> EventLoopFuture<AcceptedConnection> = { [self] channel in
             PeerCredentials.of(channel).flatMap { peer in
-                PeerProcess.of(channel, credentials: peer).map { (peer, $0) }
-            }.flatMapThrowing { peer, process in
-                let refusal = self.admit(peer)
+                // A refused peer is named by its credentials alone: nothing more is read about it.
+                guard let refusal = self.admit(peer) else {
+                    return PeerProcess.of(channel, credentials: peer).map { (peer, nil, $0) }
+                }
+                let process = PeerProcess(pid: peer.pid, executable: nil, processID: nil)
+                return channel.eventLoop.makeSucceededFuture((peer, refusal, process))
+            }.flatMapThrowing { (peer: PeerCredentials, refusal: ErrorObject?, process: PeerProcess) in
                 let caller = Caller(
                     pid: process.pid,
                     uid: peer.uid,
                     gid: peer.gid,
-                    executable: refusal == nil ? process.executable : nil,
+                    executable: process.executable,
                     processID: process.processID
                 )
                 if refusal == nil {

@@ -3,20 +3,12 @@
 
 #include <errno.h>
 #include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-
-#ifndef SO_PEERPIDFD
-#define SO_PEERPIDFD 77
-#endif
 
 int tb_spawn_file_actions_addclosefrom(posix_spawn_file_actions_t *actions, int from) {
     return posix_spawn_file_actions_addclosefrom_np(actions, from);
@@ -24,10 +16,6 @@ int tb_spawn_file_actions_addclosefrom(posix_spawn_file_actions_t *actions, int 
 
 int tb_set_nondumpable(void) {
     return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-}
-
-int tb_get_dumpable(void) {
-    return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
 }
 
 int tb_exclude_from_core_dumps(void *address, size_t length) {
@@ -38,13 +26,6 @@ int tb_exclude_from_core_dumps(void *address, size_t length) {
     return madvise((void *)start, end - start, MADV_DONTDUMP);
 }
 
-int tb_peer_pidfd(int socket) {
-    int pidfd = -1;
-    socklen_t length = sizeof(pidfd);
-    if (getsockopt(socket, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length) != 0) return -1;
-    return pidfd;
-}
-
 int tb_pidfd_is_alive(int pidfd) {
 #ifdef SYS_pidfd_send_signal
     return syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0;
@@ -52,23 +33,6 @@ int tb_pidfd_is_alive(int pidfd) {
     errno = ENOSYS;
     return 0;
 #endif
-}
-
-pid_t tb_pidfd_pid(int pidfd) {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
-    FILE *file = fopen(path, "re");
-    if (!file) return -1;
-    char line[256];
-    pid_t pid = -1;
-    while (fgets(line, sizeof(line), file)) {
-        if (strncmp(line, "Pid:", 4) == 0) {
-            pid = (pid_t)strtol(line + 4, NULL, 10);
-            break;
-        }
-    }
-    fclose(file);
-    return pid;
 }
 
 unsigned long long tb_pidfd_process_id(int pidfd) {

@@ -10,21 +10,11 @@ int tb_spawn_file_actions_addclosefrom(posix_spawn_file_actions_t *actions, int 
 /// prctl(PR_SET_DUMPABLE, 0): no core dump, and no ptrace or /proc/<pid>/mem by other processes of the user.
 int tb_set_nondumpable(void);
 
-/// prctl(PR_GET_DUMPABLE).
-int tb_get_dumpable(void);
-
 /// madvise(MADV_DONTDUMP) over the pages holding [address, address + length).
 int tb_exclude_from_core_dumps(void *address, size_t length);
 
-/// The pidfd of the peer of a connected Unix socket (SO_PEERPIDFD, Linux >= 6.5), or -1 with errno set.
-int tb_peer_pidfd(int socket);
-
 /// Whether the process a pidfd refers to is still alive (pidfd_send_signal with signal 0).
 int tb_pidfd_is_alive(int pidfd);
-
-/// The pid a pidfd refers to, as this process's pid namespace sees it (from /proc/self/fdinfo), 0 when it is
-/// outside that namespace, -1 when it cannot be read.
-pid_t tb_pidfd_pid(int pidfd);
 
 /// The inode of a pidfd on pidfs (Linux >= 6.9): an id of the process that is never reused while the system runs,
 /// whatever its pid namespace; 0 where pidfds are not on pidfs.
