@@ -33,8 +33,10 @@ enum LoopbackPeer {
         guard let local, let remote, let localKey = key(local), let remoteKey = key(remote) else { return .gone }
         let table = local.protocol == .inet6 ? "/proc/net/tcp6" : "/proc/net/tcp"
         guard let text = readWhole(table) else { return .unknown }
-        // The peer's own entry: its local address is our remote one, and the other way round.
-        for line in text.split(separator: "\n").dropFirst() {
+        // The peer's own entry: its local address is our remote one, and the other way round. Only that line is
+        // split into fields: a flood makes the table long, and every connection reads it.
+        let addresses = remoteKey + " " + localKey
+        for line in text.split(separator: "\n").dropFirst() where line.contains(addresses) {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
             guard fields.count > 7, fields[1] == remoteKey, fields[2] == localKey, let uid = UInt32(fields[7]) else {
                 continue
