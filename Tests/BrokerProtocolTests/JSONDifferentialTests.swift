@@ -100,7 +100,12 @@ struct JSONDifferentialTests {
         #expect(throws: JSONSyntaxError.self) { try JSONValue.parse(Array(text.utf8)) }
         #expect(throws: (any Error).self) { try WireDecoder().decode(JSONValue.self, from: Array(text.utf8)) }
         #expect(throws: (any Error).self) { try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) }
-        #expect(try JSONValue.parse(Array("1e-400".utf8)) == .number(0))  // underflow is zero, as in Foundation
+    }
+
+    /// A number too small for a double is zero, as in Foundation: only overflow is refused.
+    @Test func readsUnderflowAsZero() throws {
+        #expect(try JSONValue.parse(Array("1e-400".utf8)) == .number(0))
+        #expect(Self.same(try JSONDecoder().decode(JSONValue.self, from: Data("1e-400".utf8)), .number(0)))
     }
 
     struct Sample: Codable, Equatable {

@@ -121,11 +121,12 @@ import Testing
             stderr: .file(log.path)
         )
         defer { activator.signal(SIGTERM) }
+        // The first connection starts it. The file appears at bind(), a moment before listen(): until then a
+        // connection is refused, and nothing starts.
         let deadline = ContinuousClock.now + .seconds(10)
-        while !FileManager.default.fileExists(atPath: first) && ContinuousClock.now < deadline {
+        while !UnixSocket.canConnect(first) && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
-        _ = UnixSocket.canConnect(first)  // the first connection starts it
         let exit = try await activator.waitForExit(timeout: .seconds(15))
         #expect(exit == 1)
         let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""

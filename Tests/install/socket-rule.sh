@@ -20,6 +20,8 @@ wait_until() {
   until "$@"; do [ $SECONDS -ge $deadline ] && return 1; sleep 0.05; done
 }
 mode() { stat -c %a "$1"; }
+# listening PATH: a connection to the Unix socket is taken (its file appears at bind(), a moment before listen()).
+listening() { python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' "$1" 2>/dev/null; }
 
 [ "$(id -u)" = 0 ] || { echo "needs root (and: unshare -m --propagation private)"; exit 2; }
 # The project stays reachable at /srv: a scratch clone under /tmp would vanish under the new /tmp.
@@ -43,7 +45,7 @@ USER_SHELL=(env -u XDG_RUNTIME_DIR -u TOKENBROKER_SOCKET HOME="$HOMEN" PATH="/us
 "${ROOT_SHELL[@]}" "$SRC/scripts/install.sh" --binaries "$BUILD" > "$HOME0/install.log" 2>&1 &
 DAEMON=$!
 SOCK=/tmp/tokenbroker-0/broker.sock
-check "install.sh runs the broker without XDG_RUNTIME_DIR" wait_until 30 test -S "$SOCK"
+check "install.sh runs the broker without XDG_RUNTIME_DIR" wait_until 30 listening "$SOCK"
 grep -q "no systemd user manager" "$HOME0/install.log" || fail "install.sh says why it runs in the foreground"
 OUT=$("${ROOT_SHELL[@]}" tokenbroker status 2>&1); RC=$?
 check "tokenbroker status answers without XDG_RUNTIME_DIR (exit $RC)" [ "$RC" = 0 ]
@@ -56,7 +58,7 @@ check "and removes its socket" [ ! -e "$SOCK" ]
 # --- an unprivileged user without /run/user/<uid>
 "${USER_SHELL[@]}" "$BUILD/tokenbrokerd" > "$HOMEN/daemon.log" 2>&1 &
 DAEMON=$!
-check "an unprivileged user's broker serves /tmp/tokenbroker-$NOBODY" wait_until 30 test -S "/tmp/tokenbroker-$NOBODY/broker.sock"
+check "an unprivileged user's broker serves /tmp/tokenbroker-$NOBODY" wait_until 30 listening "/tmp/tokenbroker-$NOBODY/broker.sock"
 OUT=$("${USER_SHELL[@]}" "$BUILD/tokenbroker" status 2>&1); RC=$?
 check "and status reaches it (exit $RC)" [ "$RC" = 0 ] && grep -q "/tmp/tokenbroker-$NOBODY/broker.sock" <<<"$OUT"
 OUT=$("${ROOT_SHELL[@]}" "$BUILD/tokenbroker" status --socket "/tmp/tokenbroker-$NOBODY/broker.sock" 2>&1); RC=$?
@@ -69,7 +71,7 @@ mkdir -m 700 /run/user/0
 "${ROOT_SHELL[@]}" "$BUILD/tokenbrokerd" > "$HOME0/daemon-run.log" 2>&1 &
 DAEMON=$!
 check "with a private /run/user/0 the broker serves /run/user/0/tokenbroker/broker.sock" \
-  wait_until 30 test -S /run/user/0/tokenbroker/broker.sock
+  wait_until 30 listening /run/user/0/tokenbroker/broker.sock
 OUT=$("${ROOT_SHELL[@]}" "$BUILD/tokenbroker" status 2>&1); RC=$?
 check "and status finds it there (exit $RC)" [ "$RC" = 0 ] && grep -q "/run/user/0/tokenbroker/broker.sock" <<<"$OUT"
 kill "$DAEMON"; wait "$DAEMON"
@@ -104,8 +106,8 @@ check "the client refuses a directory of its own open to others (exit $RC)" \
   [ "$RC" = 77 ] && grep -q "open to other users" <<<"$OUT"
 "${ROOT_SHELL[@]}" "$BUILD/tokenbrokerd" > "$HOME0/daemon-777.log" 2>&1 &
 DAEMON=$!
-check "the daemon closes its own directory to 0700 and serves" \
-  wait_until 30 bash -c "[ -S /tmp/tokenbroker-0/broker.sock ] && [ \"\$(stat -c %a /tmp/tokenbroker-0)\" = 700 ]"
+serving_privately() { listening /tmp/tokenbroker-0/broker.sock && [ "$(mode /tmp/tokenbroker-0)" = 700 ]; }
+check "the daemon closes its own directory to 0700 and serves" wait_until 30 serving_privately
 check "then the client is served" bash -c '"${@}" > /dev/null' - "${ROOT_SHELL[@]}" "$BUILD/tokenbroker" status
 kill "$DAEMON"; wait "$DAEMON"
 
@@ -128,7 +130,7 @@ with open("/tmp/fake/received", "wb") as out:
         connection.close()
 ' > /tmp/fake.log 2>&1 &
 FAKE=$!
-wait_until 10 test -S /tmp/fake/broker.sock
+wait_until 10 listening /tmp/fake/broker.sock
 chown root /tmp/fake   # now the directory is root's and private; the listener still runs as nobody
 printf '{"AccessToken":{},"RefreshToken":{"k":{"secret":"victim-refresh-token"}}}' > "$HOME0/cache.json"
 OUT=$("$BUILD/tokenbroker" import --socket /tmp/fake/broker.sock "$HOME0/cache.json" 2>&1); RC=$?

@@ -193,8 +193,9 @@ def attack_escaped_keys(ctx: Context) -> None:
 # ---------------------------------------------------------------------------------------------------------------
 
 # Runs as uid 65534: what another local user can do with what it reads in /proc. argv: the start page, the redirect
-# URI, the real state (as if it had learnt it), a file to write its findings to. Writes "ready" once its flood holds
-# its connections, then waits for a line on stdin before closing them.
+# URI, the real state (as if it had learnt it); with an empty redirect URI it only fetches the start page. Prints
+# what it found as one JSON line once its flood holds its connections, then waits for a line on stdin before
+# closing them.
 ATTACKER = r'''
 import json, socket, sys, urllib.error, urllib.parse, urllib.request
 start, redirect, state = sys.argv[1:4]
@@ -314,7 +315,6 @@ def attack_browser(ctx: Context, name: str, username: str, attack: bool) -> tupl
         text = text.replace(key, value)
     script.write_text(text)
     script.chmod(0o755)
-    # the other uid must reach the system Python and setpriv, nothing of ours
     return script, record
 
 
@@ -375,6 +375,60 @@ def attack_other_user_at_the_listener(ctx: Context) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Daemons of a check's own (a pid namespace, a tiny file system, few descriptors)
+# ---------------------------------------------------------------------------------------------------------------
+
+class OwnDaemon:
+    """A tokenbrokerd of one check's own under `ctx.daemon.root / name`, run by `wrapper` (unshare, prlimit…).
+
+    The wrapper's argv comes first; `{state}` in it is replaced by the state directory (created beforehand when
+    `make_state`). Started and serving once constructed; `stop()` sends SIGTERM and returns the exit status."""
+
+    def __init__(self, ctx: Context, name: str, wrapper: list[str], arguments: tuple[str, ...] = (),
+                 make_state: bool = False) -> None:
+        self.root = ctx.daemon.root / name
+        self.state, run, self.log_path = self.root / "state", self.root / "run", self.root / "daemon.log"
+        for directory in (self.root, run, *((self.state,) if make_state else ())):
+            directory.mkdir(mode=0o700)
+        self.socket_path = run / "broker.sock"
+        daemon = [ctx.daemon.binary, "--socket", str(self.socket_path), "--state-directory", str(self.state),
+                  *arguments]
+        command = [part.replace("{state}", str(self.state)) for part in wrapper] + daemon
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while not self.serving() and time.monotonic() < deadline and self.process.poll() is None:
+            time.sleep(0.05)
+        if not self.serving():
+            self.process.kill()
+            self.process.wait()
+            wb.fail(f"the daemon did not start: {self.log()[-500:]}")
+
+    def serving(self) -> bool:
+        """Whether a connection is taken (the socket file appears at bind(), a moment before listen())."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(self.socket_path))
+                return True
+            except OSError:
+                return False
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, inside_wrapper: bool = False) -> int:
+        """SIGTERM to the daemon; `inside_wrapper`: to the wrapper's children (unshare -f ignores SIGTERM while it
+        waits for its child, pid 1 of the new namespace)."""
+        pids = [self.process.pid]
+        if inside_wrapper:
+            pids = [int(child) for child in
+                    Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()]
+        for pid in pids:
+            os.kill(pid, signal.SIGTERM)
+        return self.process.wait(20)
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # 4. Who the audit names
 # ---------------------------------------------------------------------------------------------------------------
 
@@ -414,30 +468,15 @@ def check_audit_names_callers(ctx: Context) -> None:
     expect((line.get("caller_process") or "").isdigit(), f"caller_process {line.get('caller_process')}")
     if os.getuid() != 0 or shutil.which("unshare") is None:
         raise Skip("needs root and unshare for a pid namespace of the daemon's own")
-    root = ctx.daemon.root / "pid-namespace"
-    state, run, log_path = root / "state", root / "run", root / "daemon.log"
-    for directory in (root, run):
-        directory.mkdir(mode=0o700)
-    socket_path = run / "broker.sock"
-    command = ["unshare", "-p", "-f", "--mount-proc", "--kill-child", ctx.daemon.binary, "--socket", str(socket_path),
-               "--state-directory", str(state), "--entra-host", wb.ENV]
-    with open(log_path, "wb") as log:
-        daemon = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    daemon = OwnDaemon(ctx, "pid-namespace", ["unshare", "-p", "-f", "--mount-proc", "--kill-child"],
+                       ("--entra-host", wb.ENV))
     try:
-        deadline = time.monotonic() + 20
-        while not socket_path.exists() and time.monotonic() < deadline and daemon.poll() is None:
-            time.sleep(0.05)
-        expect(socket_path.exists(), f"the daemon did not start: {log_path.read_text(errors='replace')[-500:]}")
-        with BrokerClient(str(socket_path)) as client:
+        with BrokerClient(str(daemon.socket_path)) as client:
             client.import_cache(json.dumps(wb.seed_document()), "msal")
-        line = issue_and_find_audit(socket_path, log_path)
+        line = issue_and_find_audit(daemon.socket_path, daemon.log_path)
     finally:
-        # unshare ignores SIGTERM while it waits for its child: the daemon (pid 1 of its namespace) gets it
-        children = Path(f"/proc/{daemon.pid}/task/{daemon.pid}/children").read_text().split()
-        for child in children:
-            os.kill(int(child), signal.SIGTERM)
-        if daemon.wait(20) != 0:
-            wb.fail(f"the daemon in its pid namespace exited with {daemon.returncode}")
+        code = daemon.stop(inside_wrapper=True)
+    expect(code == 0, f"the daemon in its pid namespace exited with {code}")
     print(f"  # audit, daemon in its own pid namespace: {json.dumps({k: line.get(k) for k in named})}", flush=True)
     expect(line.get("caller_pid") == "outside", f"caller_pid {line.get('caller_pid')}")
     expect((line.get("caller_process") or "").isdigit(), f"caller_process {line.get('caller_process')}")
@@ -453,21 +492,11 @@ def check_full_disk(ctx: Context) -> None:
     level (the audit found it only at debug level); everything acknowledged before it is still there."""
     if os.getuid() != 0 or shutil.which("unshare") is None:
         raise Skip("needs root and unshare for a file system of the daemon's own")
-    root = ctx.daemon.root / "full-disk"
-    state, run, log_path = root / "state", root / "run", root / "daemon.log"
-    for directory in (root, state, run):
-        directory.mkdir(mode=0o700)
-    socket_path = run / "broker.sock"
-    command = (f"mount -t tmpfs -o size=512k,mode=0700 tmpfs {state} && exec {ctx.daemon.binary} "
-               f"--socket {socket_path} --state-directory {state}")
-    with open(log_path, "wb") as log:
-        daemon = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", command],
-                                  stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    daemon = OwnDaemon(ctx, "full-disk", ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                                          'mount -t tmpfs -o size=512k,mode=0700 tmpfs {state} && exec "$@"', "-"],
+                       make_state=True)
     try:
-        deadline = time.monotonic() + 20
-        while not socket_path.exists() and time.monotonic() < deadline and daemon.poll() is None:
-            time.sleep(0.05)
-        expect(socket_path.exists(), f"the daemon did not start: {log_path.read_text(errors='replace')[-500:]}")
+        socket_path = daemon.socket_path
         acknowledged, failure = 0, None
         with BrokerClient(str(socket_path)) as client:
             for batch in range(200):
@@ -492,13 +521,12 @@ def check_full_disk(ctx: Context) -> None:
         expect("full" in (store.get("lastWriteError") or ""), f"lastWriteError {store.get('lastWriteError')!r}")
         expect(status["cache"]["accessTokens"] == acknowledged,
                f"{status['cache']['accessTokens']} access tokens, {acknowledged} acknowledged")
-        lines = log_path.read_text(errors="replace").splitlines()
+        lines = daemon.log().splitlines()
         expect(any(" error " in line and "a cache write failed" in line for line in lines),
                "no error-level line about the failed write")
         expect(not any("full-disk-xxxx" in line for line in lines), "a token in the log")
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        code = daemon.wait(20)
+        code = daemon.stop()
     expect(code == 0, f"the daemon exited with {code}")
 
 
@@ -512,21 +540,10 @@ def check_out_of_descriptors(ctx: Context) -> None:
     backlog, and once the connections close it serves again."""
     if shutil.which("prlimit") is None:
         raise Skip("prlimit is not installed")
-    root = ctx.daemon.root / "descriptors"
-    run = root / "run"
-    for directory in (root, run):
-        directory.mkdir(mode=0o700)
-    socket_path, log_path = run / "broker.sock", root / "daemon.log"
-    command = ["prlimit", "--nofile=48:48", ctx.daemon.binary, "--socket", str(socket_path), "--state-directory",
-               str(root / "state")]
-    with open(log_path, "wb") as log:
-        daemon = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    daemon = OwnDaemon(ctx, "descriptors", ["prlimit", "--nofile=48:48"])
+    socket_path = daemon.socket_path
     held: list[socket.socket] = []
     try:
-        deadline = time.monotonic() + 20
-        while not socket_path.exists() and time.monotonic() < deadline and daemon.poll() is None:
-            time.sleep(0.05)
-        expect(socket_path.exists(), f"the daemon did not start: {log_path.read_text(errors='replace')[-500:]}")
         answers: list[bytes] = []
         for _ in range(60):  # more than the daemon has descriptors for; each one answered or held
             connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -544,7 +561,7 @@ def check_out_of_descriptors(ctx: Context) -> None:
         busy = [a for a in answers if b"file descriptors" in a and b"broker_busy" in a]
         served = [a for a in answers if b'"result"' in a]
         unanswered = [a for a in answers if a == b"(no answer in 5 s)"]
-        descriptors = descriptor_count(daemon.pid)
+        descriptors = descriptor_count(daemon.process.pid)
         print(f"  # 60 connections held: {len(served)} served, {len(busy)} answered broker_busy for want of "
               f"descriptors, {len(unanswered)} unanswered; the daemon holds {descriptors} descriptors", flush=True)
         expect(busy and not unanswered, "clients waited unanswered while the daemon had no descriptor")
@@ -565,8 +582,7 @@ def check_out_of_descriptors(ctx: Context) -> None:
     finally:
         for connection in held:
             connection.close()
-        daemon.send_signal(signal.SIGTERM)
-        code = daemon.wait(20)
+        code = daemon.stop()
     expect(code == 0, f"the daemon exited with {code}")
 
 
