@@ -85,9 +85,8 @@ public final class Broker: Sendable {
     /// or of `authority`.
     public func accounts(clientId: String? = nil, authority: String? = nil) async throws(BrokerError) -> [Account] {
         try await connection.call(
-            .getAccounts,
-            GetAccountsParams(clientId: clientId, authority: authority, correlationId: Self.newCorrelationId()),
-            as: AccountsResult.self
+            Methods.GetAccounts.self,
+            GetAccountsParams(clientId: clientId, authority: authority)
         ).accounts
     }
 
@@ -109,9 +108,8 @@ public final class Broker: Sendable {
     /// username.
     public func account(_ selector: AccountSelector) async throws(BrokerError) -> Account {
         try await connection.call(
-            .getAccount,
-            GetAccountParams(selector, correlationId: Self.newCorrelationId()),
-            as: AccountResult.self
+            Methods.GetAccount.self,
+            GetAccountParams(selector)
         ).account
     }
 
@@ -123,9 +121,8 @@ public final class Broker: Sendable {
         -> RemoveAccountResult
     {
         try await connection.call(
-            .removeAccount,
-            RemoveAccountParams(account: selector, clientId: clientId, correlationId: Self.newCorrelationId()),
-            as: RemoveAccountResult.self
+            Methods.RemoveAccount.self,
+            RemoveAccountParams(account: selector, clientId: clientId)
         )
     }
 
@@ -137,9 +134,8 @@ public final class Broker: Sendable {
     /// when the account is unknown.
     public func acquireTokenSilent(_ request: TokenRequest) async throws(BrokerError) -> TokenResult {
         try await connection.call(
-            .acquireTokenSilently,
-            AcquireTokenSilentlyParams(authParameters: request.authParameters, correlationId: request.correlationId),
-            as: AcquireTokenResult.self
+            Methods.AcquireTokenSilently.self,
+            AcquireTokenSilentlyParams(authParameters: request.authParameters, correlationId: request.correlationId)
         ).brokerTokenResponse
     }
 
@@ -149,18 +145,16 @@ public final class Broker: Sendable {
     /// the broker speaks another major version than this library.
     public func version() async throws(BrokerError) -> VersionResult {
         try await connection.call(
-            .getLinuxBrokerVersion,
-            GetVersionParams(correlationId: Self.newCorrelationId()),
-            as: VersionResult.self
+            Methods.GetLinuxBrokerVersion.self,
+            GetVersionParams()
         )
     }
 
     /// Uptime, counts and recent errors.
     public func status() async throws(BrokerError) -> StatusResult {
         try await connection.call(
-            .getStatus,
-            GetStatusParams(correlationId: Self.newCorrelationId()),
-            as: StatusResult.self
+            Methods.GetStatus.self,
+            GetStatusParams()
         )
     }
 
@@ -195,15 +189,9 @@ public final class Broker: Sendable {
 
     private func importPart(_ document: Secret, format: CacheFormat) async throws(BrokerError) -> ImportCacheResult {
         try await connection.call(
-            .importCache,
-            ImportCacheParams(format: format, data: document, correlationId: Self.newCorrelationId()),
-            as: ImportCacheResult.self
+            Methods.ImportCache.self,
+            ImportCacheParams(format: format, data: document)
         )
-    }
-
-    /// A fresh correlation id for a call the app did not give one.
-    static func newCorrelationId() -> String {
-        UUID().uuidString
     }
 
     /// Exports the cache (or what `clientId` and its family can use) as a document of `format`.
@@ -214,9 +202,8 @@ public final class Broker: Sendable {
         -> ExportCacheResult
     {
         try await connection.call(
-            .exportCache,
-            ExportCacheParams(format: format, clientId: clientId, correlationId: Self.newCorrelationId()),
-            as: ExportCacheResult.self
+            Methods.ExportCache.self,
+            ExportCacheParams(format: format, clientId: clientId)
         )
     }
 }

@@ -210,7 +210,7 @@ extension Broker {
             if let event = InteractiveEvent(notification) { onEvent(event) }
         }
         defer { transport.stopListening(to: correlationId) }
-        return try await transport.call(.acquireTokenInteractively, request.params, as: AcquireTokenResult.self)
+        return try await transport.call(Methods.AcquireTokenInteractively.self, request.params)
             .brokerTokenResponse
     }
 
@@ -232,18 +232,16 @@ extension Broker {
     /// Hands over the redirect URL an ``WebviewType/embedded`` flow's web view reached.
     public func completeInteractiveFlow(correlationId: String, responseUrl: Secret) async throws(BrokerError) -> Bool {
         try await transport.call(
-            .completeInteractiveFlow,
-            CompleteInteractiveFlowParams(correlationId: correlationId, responseUrl: responseUrl),
-            as: FlowControlResult.self
+            Methods.CompleteInteractiveFlow.self,
+            CompleteInteractiveFlowParams(correlationId: correlationId, responseUrl: responseUrl)
         ).accepted
     }
 
     /// Stops a running interactive sign-in.
     public func cancelInteractiveFlow(correlationId: String) async throws(BrokerError) -> Bool {
         try await transport.call(
-            .cancelInteractiveFlow,
-            CancelInteractiveFlowParams(correlationId: correlationId),
-            as: FlowControlResult.self
+            Methods.CancelInteractiveFlow.self,
+            CancelInteractiveFlowParams(correlationId: correlationId)
         ).accepted
     }
 }

@@ -11,8 +11,11 @@ import Synchronization
 /// the same window are counted and written as one summary line when the window ends (or the daemon stops).
 /// An app polling for its token many times a second would otherwise flood the journal (and journald's rate
 /// limit would then drop lines). A window of zero writes every single issuance.
+///
+/// Lines are handed to an asynchronous sink, never written by the caller: a token answered on an event loop does
+/// no I/O there. ``written()`` waits until every line handed over so far is out.
 public final class AuditLog: Sendable {
-    private let logger: Logger
+    private let sink: AuditSink
     private let window: Duration
     private let now: @Sendable () -> ContinuousClock.Instant
     private let state: Mutex<State>
@@ -39,7 +42,7 @@ public final class AuditLog: Sendable {
         window: Duration = .seconds(60),
         now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
     ) {
-        self.logger = logger
+        self.sink = AuditSink(logger: logger)
         self.window = window
         self.now = now
         self.state = Mutex(State(windowStart: now()))
@@ -82,6 +85,11 @@ public final class AuditLog: Sendable {
         if isFirst { write(issuance, correlationId: correlationId, repeats: nil) }
     }
 
+    /// Waits until every line handed over so far has been written.
+    public func written() async {
+        await sink.written()
+    }
+
     /// Writes the summary lines of the current window (at shutdown, or from a timer).
     public func flush() {
         let summaries = state.withLock { state -> [Issuance: Int] in
@@ -106,17 +114,17 @@ public final class AuditLog: Sendable {
         if let correlationId { metadata["correlation_id"] = "\(correlationId)" }
         if let repeats {
             metadata["repeats"] = "\(repeats)"
-            logger.notice("token issued again (repeats in the last audit window)", metadata: metadata)
+            sink.send("token issued again (repeats in the last audit window)", metadata)
         } else {
-            logger.notice("token issued", metadata: metadata)
+            sink.send("token issued", metadata)
         }
     }
 
     func cacheMoved(_ what: String, by caller: Caller, format: CacheFormat, counts: EntryCounts, correlationId: String)
     {
-        logger.notice(
+        sink.send(
             "cache \(what)",
-            metadata: [
+            [
                 "caller_pid": "\(caller.pidText)",
                 "caller_process": "\(caller.processID.map(String.init) ?? "unknown")",
                 "caller_exe": "\(caller.executable ?? "unknown")",
@@ -128,9 +136,9 @@ public final class AuditLog: Sendable {
     }
 
     func accountRemoved(by caller: Caller, account: String, clientId: String?, removed: Int, correlationId: String) {
-        logger.notice(
+        sink.send(
             "account removed",
-            metadata: [
+            [
                 "caller_pid": "\(caller.pidText)",
                 "caller_process": "\(caller.processID.map(String.init) ?? "unknown")",
                 "caller_exe": "\(caller.executable ?? "unknown")",
@@ -140,5 +148,78 @@ public final class AuditLog: Sendable {
                 "correlation_id": "\(correlationId)",
             ]
         )
+    }
+}
+
+/// Writes audit lines on a task of its own, in order; callers only append to a queue.
+private final class AuditSink: Sendable {
+    private struct Line {
+        let message: Logger.Message
+        let metadata: Logger.Metadata
+    }
+
+    private struct State {
+        var lines: [Line] = []
+        var draining = false
+        var dropped = 0
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    /// Lines queued at most: beyond it (the journal stalled), lines are counted and the count is written instead.
+    private static let capacity = 65_536
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
+
+    func send(_ message: Logger.Message, _ metadata: Logger.Metadata) {
+        let startDrain = state.withLock { state -> Bool in
+            if state.lines.count < Self.capacity {
+                state.lines.append(Line(message: message, metadata: metadata))
+            } else {
+                state.dropped += 1
+            }
+            guard !state.draining else { return false }
+            state.draining = true
+            return true
+        }
+        if startDrain { Task.detached(priority: .utility) { self.drain() } }
+    }
+
+    func written() async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { state -> Bool in
+                guard state.draining else { return true }
+                state.waiters.append(waiter)
+                return false
+            }
+            if done { waiter.resume() }
+        }
+    }
+
+    private func drain() {
+        while true {
+            let (lines, dropped, waiters) = state.withLock {
+                state -> ([Line], Int, [CheckedContinuation<Void, Never>]) in
+                let lines = state.lines
+                let dropped = state.dropped
+                state.lines.removeAll(keepingCapacity: true)
+                state.dropped = 0
+                guard lines.isEmpty, dropped == 0 else { return (lines, dropped, []) }
+                state.draining = false
+                defer { state.waiters.removeAll() }
+                return ([], 0, state.waiters)
+            }
+            if lines.isEmpty, dropped == 0 {
+                for waiter in waiters { waiter.resume() }
+                return
+            }
+            for line in lines { logger.notice(line.message, metadata: line.metadata) }
+            if dropped > 0 {
+                logger.warning("audit lines dropped: the journal did not keep up", metadata: ["dropped": "\(dropped)"])
+            }
+        }
     }
 }

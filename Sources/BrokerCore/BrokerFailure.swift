@@ -48,7 +48,7 @@ public struct BrokerFailure: Error, Sendable, CustomStringConvertible, CustomDeb
         return parts.joined(separator: " ")
     }
 
-    static func invalidParams(_ field: String, _ message: String) -> BrokerFailure {
-        BrokerFailure(.invalidParams, "\(field): \(message)", details: .init(field: field))
+    static func invalidParams(_ field: ParamField, _ message: String) -> BrokerFailure {
+        BrokerFailure(.invalidParams, "\(field.path): \(message)", details: .init(field: field.path))
     }
 }

@@ -15,6 +15,10 @@ public struct FlowOwner: Sendable {
         self.connection = connection
         self.notify = notify
     }
+
+    /// No connection: for callers that take no notifications (a request made inside the broker, a front end
+    /// without them).
+    public static let none = FlowOwner(connection: 0) { _ in }
 }
 
 /// Why an interactive sign-in was stopped before it finished.
@@ -123,7 +127,7 @@ final class InteractiveFlow: Sendable {
             } catch {
                 if case .notOurs(let rejection) = error {
                     throw BrokerFailure.invalidParams(
-                        "params.responseUrl",
+                        ParamField(CompleteInteractiveFlowParams.CodingKeys.responseUrl),
                         "\(rejection.reason); the flow keeps waiting"
                     )
                 }
@@ -145,5 +149,47 @@ final class InteractiveFlow: Sendable {
     func embeddedResponse() async -> Secret? {
         var iterator = responses.makeAsyncIterator()
         return await iterator.next()
+    }
+}
+
+/// The interactive sign-ins running now, by correlation id.
+final class FlowRegistry: Sendable {
+    private let flows = Mutex<[String: InteractiveFlow]>([:])
+
+    /// Records `flow`; refuses a second flow with the same correlation id.
+    func register(_ flow: InteractiveFlow) throws(BrokerFailure) {
+        let taken = flows.withLock { flows -> Bool in
+            guard flows[flow.correlationId] == nil else { return true }
+            flows[flow.correlationId] = flow
+            return false
+        }
+        if taken {
+            throw BrokerFailure.invalidParams(
+                ParamField(AcquireTokenInteractivelyParams.CodingKeys.correlationId),
+                "an interactive sign-in with this id is running"
+            )
+        }
+    }
+
+    /// Forgets `flow` (not a newer flow of the same id).
+    func unregister(_ flow: InteractiveFlow) {
+        flows.withLock { flows in
+            if flows[flow.correlationId] === flow { flows[flow.correlationId] = nil }
+        }
+    }
+
+    /// The flow with this correlation id, if it runs.
+    func flow(_ correlationId: String) -> InteractiveFlow? {
+        flows.withLock { $0[correlationId] }
+    }
+
+    /// The flows a connection started.
+    func flows(ownedBy connection: UInt64) -> [InteractiveFlow] {
+        flows.withLock { $0.values.filter { $0.owner.connection == connection } }
+    }
+
+    /// How many run.
+    var count: Int {
+        flows.withLock { $0.count }
     }
 }

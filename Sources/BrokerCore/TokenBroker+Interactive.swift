@@ -25,7 +25,7 @@ struct SignInRequest: Sendable {
         silent = try SilentRequest(parameters, broker: broker)
         if params.browserCommand != nil {
             throw BrokerFailure.invalidParams(
-                "params.browserCommand",
+                ParamField(AcquireTokenInteractivelyParams.CodingKeys.browserCommand),
                 "a client may not name a program for the broker to run; name a browser profile of the user's "
                     + "configuration in browserProfile (browser.<name> = <command> in tokenbrokerd.conf)"
             )
@@ -40,15 +40,15 @@ struct SignInRequest: Sendable {
             let settings = broker.configuration.browsers()
             guard let name = params.browserProfile, !name.isEmpty else {
                 throw BrokerFailure.invalidParams(
-                    "params.browserProfile",
+                    ParamField(AcquireTokenInteractivelyParams.CodingKeys.browserProfile),
                     "customBrowser needs the name of a browser profile of \(settings.configurationPath)"
                 )
             }
             guard let command = settings.profiles[name] else {
                 throw BrokerFailure.invalidParams(
-                    "params.browserProfile",
-                    "no browser profile \(TokenBroker.shortened(name)) in \(settings.configurationPath); add "
-                        + "browser.\(TokenBroker.shortened(name)) = <command> there"
+                    ParamField(AcquireTokenInteractivelyParams.CodingKeys.browserProfile),
+                    "no browser profile \(name.shortenedForMessages) in \(settings.configurationPath); add "
+                        + "browser.\(name.shortenedForMessages) = <command> there"
                 )
             }
             browserProfile = command
@@ -59,13 +59,18 @@ struct SignInRequest: Sendable {
         if webviewType == .embedded {
             guard let redirectUri, URLComponents(string: redirectUri)?.scheme != nil else {
                 throw BrokerFailure.invalidParams(
-                    "params.authParameters.redirectUri",
+                    .authParameters(.redirectUri),
                     "embedded needs the app's redirect URI, which its web view watches for"
                 )
             }
         }
         let seconds = params.timeoutSeconds ?? Int(broker.configuration.interactiveTimeout.components.seconds)
-        guard seconds >= 1 else { throw BrokerFailure.invalidParams("params.timeoutSeconds", "must be at least 1") }
+        guard seconds >= 1 else {
+            throw BrokerFailure.invalidParams(
+                ParamField(AcquireTokenInteractivelyParams.CodingKeys.timeoutSeconds),
+                "must be at least 1"
+            )
+        }
         timeout = .seconds(min(seconds, 3600))
         prompt = parameters.prompt.flatMap { $0.isEmpty ? nil : $0 }
         loginHint = parameters.loginHint.flatMap { $0.isEmpty ? nil : $0 }
@@ -75,8 +80,8 @@ struct SignInRequest: Sendable {
             AuthorizationRequest.reservedParameters.contains($0.lowercased())
         }) {
             throw BrokerFailure.invalidParams(
-                "params.authParameters.additionalQueryParametersForAuthorization",
-                "\(TokenBroker.shortened(reserved)) is set by the broker itself"
+                .authParameters(.additionalQueryParametersForAuthorization),
+                "\(reserved.shortenedForMessages) is set by the broker itself"
             )
         }
         correlationId = params.correlationId ?? UUID().uuidString
@@ -93,7 +98,7 @@ struct SignInRequest: Sendable {
         AuthorizationRequest(
             clientId: silent.clientId,
             redirectURI: redirectURI,
-            scopes: TokenBroker.requestScopes(silent.scopes),
+            scopes: silent.scopes.inRequest,
             prompt: prompt,
             loginHint: loginHint,
             domainHint: domainHint,
@@ -120,7 +125,7 @@ extension TokenBroker {
     ///
     /// When the request names an account whose tokens already answer it, the cache (or a refresh) answers and no
     /// sign-in is shown.
-    public nonisolated func acquireTokenInteractively(
+    public func acquireTokenInteractively(
         _ params: AcquireTokenInteractivelyParams,
         caller: Caller,
         owner: FlowOwner
@@ -129,7 +134,7 @@ extension TokenBroker {
         if request.maySucceedSilently, let result = await silentFirst(request, caller: caller) { return result }
 
         let flow = InteractiveFlow(correlationId: request.correlationId, owner: owner, webviewType: request.webviewType)
-        try await register(flow)
+        try flows.register(flow)
         logger.info(
             "interactive sign-in started",
             metadata: [
@@ -147,7 +152,7 @@ extension TokenBroker {
             flow.cancel()
         }
         flow.finish()
-        await unregister(flow)
+        flows.unregister(flow)
         switch outcome {
         case .success(var result):
             result.correlationId = request.correlationId
@@ -188,23 +193,23 @@ extension TokenBroker {
     }
 
     /// `completeInteractiveFlow`: the redirect URL an app's own web view reached.
-    public nonisolated func completeInteractiveFlow(
+    public func completeInteractiveFlow(
         _ params: CompleteInteractiveFlowParams
-    ) async throws(BrokerFailure) -> FlowControlResult {
-        guard let flow = await runningFlow(params.correlationId) else { return FlowControlResult(accepted: false) }
+    ) throws(BrokerFailure) -> FlowControlResult {
+        guard let flow = flows.flow(params.correlationId) else { return FlowControlResult(accepted: false) }
         return FlowControlResult(accepted: try flow.complete(with: params.responseUrl))
     }
 
     /// `cancelInteractiveFlow`: stops a running sign-in; its request ends with `user_canceled`.
     public func cancelInteractiveFlow(_ params: CancelInteractiveFlowParams) -> FlowControlResult {
-        guard let flow = flows[params.correlationId] else { return FlowControlResult(accepted: false) }
+        guard let flow = flows.flow(params.correlationId) else { return FlowControlResult(accepted: false) }
         return FlowControlResult(accepted: flow.cancel())
     }
 
     /// Cancels the sign-ins a connection started: it closed, and nobody is left to finish them, or the broker is
     /// stopping (`reason`).
     public func cancelFlows(ownedBy connection: UInt64, because reason: FlowCancellation) {
-        for flow in flows.values where flow.owner.connection == connection { flow.cancel(reason) }
+        for flow in flows.flows(ownedBy: connection) { flow.cancel(reason) }
     }
 
     /// Interactive sign-ins running now.
@@ -212,23 +217,8 @@ extension TokenBroker {
         flows.count
     }
 
-    private func register(_ flow: InteractiveFlow) throws(BrokerFailure) {
-        guard flows[flow.correlationId] == nil else {
-            throw BrokerFailure.invalidParams("params.correlationId", "an interactive sign-in with this id is running")
-        }
-        flows[flow.correlationId] = flow
-    }
-
-    private func unregister(_ flow: InteractiveFlow) {
-        if flows[flow.correlationId] === flow { flows[flow.correlationId] = nil }
-    }
-
-    private func runningFlow(_ correlationId: String) -> InteractiveFlow? {
-        flows[correlationId]
-    }
-
     /// The silent answer, when there is one.
-    private nonisolated func silentFirst(_ request: SignInRequest, caller: Caller) async -> AcquireTokenResult? {
+    private func silentFirst(_ request: SignInRequest, caller: Caller) async -> AcquireTokenResult? {
         var parameters = AuthParameters(clientId: request.silent.clientId)
         parameters.authority = request.silent.authority.url.absoluteString
         parameters.requestedScopes = request.silent.scopes.scopes
@@ -246,7 +236,7 @@ extension TokenBroker {
     }
 
     /// The flow itself, bounded by the request's timeout.
-    private nonisolated func run(
+    private func run(
         _ flow: InteractiveFlow,
         _ request: SignInRequest
     ) async throws(BrokerFailure)
@@ -281,7 +271,7 @@ extension TokenBroker {
         return try outcome.get()
     }
 
-    private nonisolated func signIn(
+    private func signIn(
         _ flow: InteractiveFlow,
         _ request: SignInRequest
     ) async throws(BrokerFailure)
@@ -299,7 +289,7 @@ extension TokenBroker {
         }
     }
 
-    private nonisolated func browserSignIn(
+    private func browserSignIn(
         _ flow: InteractiveFlow,
         _ request: SignInRequest,
         metadata: ProviderMetadata
@@ -341,7 +331,10 @@ extension TokenBroker {
                     )
                     : try await BrowserLauncher.openSystemBrowser(start, settings: settings, display: request.display)
             } catch {
-                throw BrokerFailure.invalidParams("params.webviewType", error.reason)
+                throw BrokerFailure.invalidParams(
+                    ParamField(AcquireTokenInteractivelyParams.CodingKeys.webviewType),
+                    error.reason
+                )
             }
             await flow.notify(.webAuthDidFinishLoad(WebAuthLoadNotification(correlationId: correlationId, url: url)))
             let redirect = try await waitForRedirect(receiver, browser: browser)
@@ -356,7 +349,7 @@ extension TokenBroker {
     }
 
     /// The redirect the listener accepted, unless the browser command fails first or the flow is canceled.
-    private nonisolated func waitForRedirect(
+    private func waitForRedirect(
         _ receiver: LoopbackRedirectReceiver,
         browser: LaunchedBrowser
     ) async throws(BrokerFailure) -> Secret {
@@ -371,7 +364,7 @@ extension TokenBroker {
                 guard let status = await browser.exitStatus(), status != 0 else { return nil }
                 return .failure(
                     BrokerFailure.invalidParams(
-                        "params.webviewType",
+                        ParamField(AcquireTokenInteractivelyParams.CodingKeys.webviewType),
                         "\(browser.name) exited with status \(status) before the sign-in completed"
                     )
                 )
@@ -390,7 +383,7 @@ extension TokenBroker {
         return try outcome.get()
     }
 
-    private nonisolated func embeddedSignIn(
+    private func embeddedSignIn(
         _ flow: InteractiveFlow,
         _ request: SignInRequest,
         metadata: ProviderMetadata
@@ -408,7 +401,7 @@ extension TokenBroker {
         return try await redeem(code, grant: grant, request: request, metadata: metadata)
     }
 
-    private nonisolated func deviceCodeSignIn(
+    private func deviceCodeSignIn(
         _ flow: InteractiveFlow,
         _ request: SignInRequest,
         metadata: ProviderMetadata
@@ -416,7 +409,7 @@ extension TokenBroker {
         let correlationId = request.correlationId
         let grant = DeviceCodeGrant(
             clientId: request.silent.clientId,
-            scopes: Self.requestScopes(request.silent.scopes),
+            scopes: request.silent.scopes.inRequest,
             claims: request.silent.claims,
             requestsClientInfo: request.silent.authority.isEntra
         )
@@ -452,7 +445,7 @@ extension TokenBroker {
         return try await store(response, request: request, metadata: metadata, nonce: nil)
     }
 
-    private nonisolated func makeGrant(
+    private func makeGrant(
         _ request: SignInRequest,
         redirectURI: String,
         metadata: ProviderMetadata
@@ -468,7 +461,7 @@ extension TokenBroker {
     }
 
     /// The code the redirect carries; its error (the user declined, …) as the failure of the sign-in.
-    private nonisolated func code(
+    private func code(
         from redirect: Secret,
         grant: AuthorizationCodeGrant,
         request: SignInRequest
@@ -484,7 +477,7 @@ extension TokenBroker {
     }
 
     /// Redeems the code and stores the tokens.
-    private nonisolated func redeem(
+    private func redeem(
         _ code: Secret,
         grant: AuthorizationCodeGrant,
         request: SignInRequest,
@@ -501,7 +494,7 @@ extension TokenBroker {
     }
 
     /// Checks the id_token (with the nonce sent, for the code flow) and stores the tokens of a sign-in.
-    private nonisolated func store(
+    private func store(
         _ response: TokenResponse,
         request: SignInRequest,
         metadata: ProviderMetadata,

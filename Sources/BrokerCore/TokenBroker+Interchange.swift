@@ -52,7 +52,7 @@ extension TokenBroker {
     }
 
     /// `exportCache`: the cache (or one client id's part of it) as an MSAL or ADAL document.
-    public nonisolated func exportCache(
+    public func exportCache(
         _ params: ExportCacheParams,
         caller: Caller
     ) async throws(BrokerFailure)

@@ -28,41 +28,18 @@ struct RefreshKey: Hashable, Sendable {
 extension TokenBroker {
     /// Refreshes started, and silent requests that waited for one already under way instead of starting their own.
     public var refreshCounts: (started: Int, joined: Int) {
-        (refreshesStarted, refreshesJoined)
+        refreshes.counts
     }
 
     /// Whether anything is under way that must not be cut off: a refresh (its rotated token must be stored) or an
     /// interactive sign-in.
     public var isBusy: Bool {
-        !refreshes.isEmpty || !flows.isEmpty
+        !refreshes.isIdle || flows.count > 0
     }
 
     /// Waits for the refreshes under way; call before the process exits, so no rotated refresh token is lost.
     public func finishRefreshes() async {
-        for task in refreshes.values { _ = await task.value }
-    }
-
-    /// Runs `work` once for all concurrent callers with the same key: the first starts it, the others wait for
-    /// its result.
-    ///
-    /// The work runs in a task of its own, so a caller that goes away does not cut a refresh short: a rotated
-    /// refresh token is always stored.
-    func sharedRefresh(
-        _ key: RefreshKey,
-        _ work: @escaping @Sendable () async throws(BrokerFailure) -> TokenResult
-    ) async throws(BrokerFailure) -> TokenResult {
-        let task: Task<Result<TokenResult, BrokerFailure>, Never>
-        if let running = refreshes[key] {
-            task = running
-            refreshesJoined += 1
-        } else {
-            task = Task { await .capturing(work) }
-            refreshes[key] = task
-            refreshesStarted += 1
-        }
-        let result = await task.value
-        if refreshes[key] == task { refreshes[key] = nil }
-        return try result.get()
+        await refreshes.waitForRunning()
     }
 
     /// The refresh a silent request needs, in MSAL's order (`msal-and-broker.md` §3): an app the broker has not
@@ -70,7 +47,7 @@ extension TokenBroker {
     /// family app uses them; then the app's own refresh tokens, newest first.
     ///
     /// When the provider cannot be reached, a cached access token that is still valid is the answer.
-    nonisolated func refresh(
+    func refresh(
         _ request: SilentRequest,
         found: CacheLookup,
         correlationId: String
@@ -78,12 +55,12 @@ extension TokenBroker {
         let account = found.cacheAccount
         let environments = request.authority.environmentAliases
         let candidates = cache.read { contents in
-            Self.refreshCandidates(for: request.clientId, account: account, environments: environments, in: contents)
+            contents.refreshCandidates(for: request.clientId, account: account, environments: environments)
         }
         guard !candidates.isEmpty else {
             throw BrokerFailure(
                 .interactionRequired,
-                "no refresh token of this app or its family is cached for \(Self.displayName(account)); sign in "
+                "no refresh token of this app or its family is cached for \(account.displayName); sign in "
                     + "interactively",
                 details: .init(correlationId: correlationId)
             )
@@ -162,26 +139,8 @@ extension TokenBroker {
             )
     }
 
-    /// The refresh tokens to try, in order.
-    nonisolated static func refreshCandidates(
-        for clientId: String,
-        account: AccountEntry,
-        environments: Set<String>,
-        in contents: borrowing CacheContents
-    ) -> [RefreshToken] {
-        let all = contents.refreshTokens(homeAccountId: account.homeAccountId, environments: environments)
-            .sorted { ($0.lastModificationTime ?? 0) > ($1.lastModificationTime ?? 0) }
-        let own = all.filter { $0.clientId.lowercased() == clientId.lowercased() }
-        let family = all.filter { $0.familyId == "1" && $0.clientId.lowercased() != clientId.lowercased() }
-        switch contents.appMetadata(clientId: clientId, environments: environments) {
-        case nil: return family + own  // first use: the family might take it
-        case let known? where known.familyId == "1": return family + own
-        case _?: return own  // known to be outside the family
-        }
-    }
-
     /// Redeems one refresh token: the response and its id_token's checked claims.
-    private nonisolated func redeem(
+    private func redeem(
         _ refreshToken: RefreshToken,
         for request: SilentRequest,
         context: IssueContext,
@@ -191,11 +150,11 @@ extension TokenBroker {
         let grant = RefreshTokenGrant(
             clientId: request.clientId,
             refreshToken: refreshToken.secret,
-            scopes: Self.refreshScopes(request, refreshToken: refreshToken),
+            scopes: request.refreshScopes(for: refreshToken),
             claims: request.claims,
             requestsClientInfo: request.authority.isEntra,
             anchorMailbox: request.authority.isEntra
-                ? context.account.flatMap { Self.anchorMailbox($0.homeAccountId) } : nil
+                ? context.account.flatMap { $0.anchorMailbox } : nil
         )
         let response = try await grant.redeem(
             at: metadata.tokenEndpoint,
@@ -226,7 +185,7 @@ extension TokenBroker {
         }
     }
 
-    private nonisolated func keepRotatedRefreshToken(
+    private func keepRotatedRefreshToken(
         _ response: TokenResponse,
         context: IssueContext,
         redeemed: RefreshToken,
@@ -249,7 +208,7 @@ extension TokenBroker {
     }
 
     /// A cached token while the provider is down, or the failure.
-    private nonisolated func fallback(
+    private func fallback(
         _ found: CacheLookup,
         request: SilentRequest,
         failure: BrokerFailure,
@@ -268,7 +227,7 @@ extension TokenBroker {
         )
     }
 
-    private nonisolated func markOutsideFamily(_ clientId: String, environment: String) async {
+    private func markOutsideFamily(_ clientId: String, environment: String) async {
         let metadata = AppMetadata(clientId: clientId, environment: environment, familyId: nil)
         do {
             try await cache.commit(CacheChanges(upserts: [.appMetadata(metadata)]))
@@ -277,40 +236,11 @@ extension TokenBroker {
         }
     }
 
-    private nonisolated func forget(_ refreshToken: RefreshToken) async {
+    private func forget(_ refreshToken: RefreshToken) async {
         do {
             try await cache.commit(CacheChanges(deletions: [refreshToken.id]))
         } catch {
             logger.error("a dead refresh token could not be removed", metadata: ["error": "\(error)"])
         }
-    }
-
-    /// The scopes sent to the provider: the app's, plus `openid profile offline_access`.
-    nonisolated static func requestScopes(_ scopes: ScopeSet) -> [String] {
-        let wanted = scopes.scopes.filter { !ScopeSet.reserved.contains($0.lowercased()) }
-        return wanted + ScopeSet.reservedInRequestOrder
-    }
-
-    /// The scopes of a refresh: Entra ID's are the app's plus `openid profile offline_access`, as MSAL sends them;
-    /// a generic provider gets the reserved ones only when its grant had them (it refuses any scope beyond).
-    nonisolated static func refreshScopes(_ request: SilentRequest, refreshToken: RefreshToken) -> [String] {
-        guard !request.authority.isEntra, let target = refreshToken.target else {
-            return requestScopes(request.scopes)
-        }
-        let granted = ScopeSet(target: target).scopes.map { $0.lowercased() }
-        let wanted = request.scopes.scopes.filter { !ScopeSet.reserved.contains($0.lowercased()) }
-        return wanted + ScopeSet.reservedInRequestOrder.filter { granted.contains($0) }
-    }
-
-    /// Entra ID's routing hint for an account `uid.utid`.
-    nonisolated static func anchorMailbox(_ homeAccountId: String) -> String? {
-        let parts = homeAccountId.split(separator: ".")
-        guard parts.count == 2 else { return nil }
-        return "Oid:\(parts[0])@\(parts[1])"
-    }
-
-    /// The account as messages name it.
-    nonisolated static func displayName(_ account: AccountEntry) -> String {
-        account.username.isEmpty ? account.homeAccountId : account.username
     }
 }

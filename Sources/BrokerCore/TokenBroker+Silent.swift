@@ -4,44 +4,63 @@ public import BrokerProtocol
 import Foundation
 
 extension TokenBroker {
-    /// The silent request's answer when the cache alone can give it, without waiting on anything: a fresh token, or a
-    /// failure no identity provider could change (bad params, unknown account).
+    /// `acquireTokenSilently`, answered as far as memory allows: a fresh cached token now; otherwise the refresh
+    /// (or the `interaction_required` failure) later, continuing from the validated request and what the cache
+    /// held, without validating or looking up again.
     ///
-    /// Nil when the request needs a refresh or must fail with `interaction_required`: then call
-    /// ``acquireTokenSilently(_:caller:)``.
-    ///
-    /// Safe to call from an event loop: it only reads memory under the cache's short lock.
-    public nonisolated func cachedToken(
+    /// Safe to call from an event loop: it only reads memory under the cache's short lock; the audit line goes to
+    /// an asynchronous sink. Bad params and unknown accounts fail at once.
+    public func answerSilently(
         _ params: AcquireTokenSilentlyParams,
         caller: Caller
-    ) throws(BrokerFailure) -> AcquireTokenResult? {
+    ) throws(BrokerFailure) -> Answer<AcquireTokenResult> {
         let request = try SilentRequest(params.authParameters, broker: self)
-        guard !request.bypassesCache else { return nil }
         let found = try cache.read { contents throws(BrokerFailure) in
             try request.lookUp(in: contents, now: nowSeconds)
         }
-        guard let token = found.accessToken, found.freshness == .fresh else { return nil }
-        return issue(token, from: found, request: request, correlationId: params.correlationId, caller: caller)
+        let correlationId = params.correlationId ?? UUID().uuidString
+        if let token = found.accessToken, found.freshness == .fresh, !request.bypassesCache {
+            return .now(issue(token, from: found, request: request, correlationId: correlationId, caller: caller))
+        }
+        return .later { _ throws(BrokerFailure) in
+            try await self.refreshed(request, found: found, correlationId: correlationId, caller: caller)
+        }
+    }
+
+    /// The silent request's answer when the cache alone gives it: a fresh token.
+    ///
+    /// Nil when it needs a refresh.
+    public func cachedToken(
+        _ params: AcquireTokenSilentlyParams,
+        caller: Caller
+    ) throws(BrokerFailure) -> AcquireTokenResult? {
+        guard case .now(let result) = try answerSilently(params, caller: caller) else { return nil }
+        return result
     }
 
     /// `acquireTokenSilently`: a fresh token from the cache; else one refreshed at the identity provider with the app's
     /// or the family's refresh token (concurrent identical requests share one refresh); else `interaction_required`.
     ///
     /// While the provider is down, a cached token that is still valid is handed out.
-    public nonisolated func acquireTokenSilently(
+    public func acquireTokenSilently(
         _ params: AcquireTokenSilentlyParams,
         caller: Caller
     ) async throws(BrokerFailure) -> AcquireTokenResult {
-        let correlationId = params.correlationId ?? UUID().uuidString
-        let request = try SilentRequest(params.authParameters, broker: self)
-        let found = try cache.read { contents throws(BrokerFailure) in
-            try request.lookUp(in: contents, now: nowSeconds)
+        switch try answerSilently(params, caller: caller) {
+        case .now(let result): return result
+        case .later(let refresh): return try await refresh(FlowOwner.none)
         }
-        if let token = found.accessToken, found.freshness == .fresh, !request.bypassesCache {
-            return issue(token, from: found, request: request, correlationId: correlationId, caller: caller)
-        }
+    }
+
+    /// The refresh a cache miss needs, shared with identical requests under way, and its audit line.
+    private func refreshed(
+        _ request: SilentRequest,
+        found: CacheLookup,
+        correlationId: String,
+        caller: Caller
+    ) async throws(BrokerFailure) -> AcquireTokenResult {
         let key = RefreshKey(request: request, lookup: found)
-        var result = try await sharedRefresh(key) { () async throws(BrokerFailure) -> TokenResult in
+        var result = try await refreshes.run(key) { () async throws(BrokerFailure) -> TokenResult in
             try await self.refresh(request, found: found, correlationId: correlationId)
         }
         result.correlationId = correlationId
@@ -57,14 +76,13 @@ extension TokenBroker {
     }
 
     /// Hands a cached token out: the result, and its audit line.
-    private nonisolated func issue(
+    private func issue(
         _ token: AccessToken,
         from found: CacheLookup,
         request: SilentRequest,
-        correlationId: String?,
+        correlationId: String,
         caller: Caller
     ) -> AcquireTokenResult {
-        let correlationId = correlationId ?? UUID().uuidString
         let result = found.tokenResult(token, source: .cache, correlationId: correlationId)
         audit.tokenIssued(
             to: caller,
@@ -91,10 +109,11 @@ struct SilentRequest: Sendable {
     /// Whether the cached access tokens are skipped: `forceRefresh`, or a claims challenge.
     let bypassesCache: Bool
 
+    /// Validates `parameters`; `broker` parses (and remembers) the authority URL.
     init(_ parameters: AuthParameters, broker: TokenBroker) throws(BrokerFailure) {
         let clientId = parameters.clientId
         guard !clientId.isEmpty, !clientId.utf8.contains(where: { $0 <= 0x20 }) else {
-            throw BrokerFailure.invalidParams("params.authParameters.clientId", "must be a non-empty id without spaces")
+            throw BrokerFailure.invalidParams(.authParameters(.clientId), "must be a non-empty id without spaces")
         }
         self.clientId = clientId
         authority = try broker.authority(parameters.authority)
@@ -104,26 +123,26 @@ struct SilentRequest: Sendable {
         }
         self.scopes = ScopeSet(scopes.flatMap { $0.split(separator: " ").map(String.init) })
         guard !self.scopes.scopes.isEmpty else {
-            throw BrokerFailure.invalidParams("params.authParameters.requestedScopes", "give scopes or a resource")
+            throw BrokerFailure.invalidParams(.authParameters(.requestedScopes), "give scopes or a resource")
         }
         if authority.isEntra, self.scopes.isEmpty {
             // MSAL's rule: Entra ID adds openid, profile and offline_access to every request; alone they name no
             // access token there. Another OpenID Connect provider issues one for them (its userinfo token).
             throw BrokerFailure.invalidParams(
-                "params.authParameters.requestedScopes",
+                .authParameters(.requestedScopes),
                 "ask Entra ID for at least one scope besides openid, profile and offline_access"
             )
         }
         guard !self.scopes.matched.isEmpty else {
             throw BrokerFailure.invalidParams(
-                "params.authParameters.requestedScopes",
+                .authParameters(.requestedScopes),
                 "offline_access alone names no token; ask for openid (or another scope) too"
             )
         }
         account = parameters.accountSelector
         let seconds = parameters.minimumValiditySeconds ?? 0
         guard seconds >= 0 else {
-            throw BrokerFailure.invalidParams("params.authParameters.minimumValiditySeconds", "must not be negative")
+            throw BrokerFailure.invalidParams(.authParameters(.minimumValiditySeconds), "must not be negative")
         }
         minimumValidity = .seconds(seconds)
         claims = parameters.decodedClaims.flatMap { $0.isEmpty ? nil : $0 }
@@ -134,7 +153,7 @@ struct SilentRequest: Sendable {
     /// The account this request is for, and the best cached access token for it, if any.
     func lookUp(in contents: borrowing CacheContents, now: Int64) throws(BrokerFailure) -> CacheLookup {
         let account = try resolveAccount(in: contents)
-        let realm = authority.fixedRealm ?? TokenBroker.homeTenant(of: account) ?? account.realm
+        let realm = authority.fixedRealm ?? account.homeTenant ?? account.realm
         let environments = authority.environmentAliases
         let candidates = contents.accessTokens(
             homeAccountId: account.homeAccountId,
@@ -167,7 +186,7 @@ struct SilentRequest: Sendable {
         return CacheLookup(
             cacheAccount: account,
             realm: realm,
-            account: TokenBroker.wireAccount(account, idToken: idToken, in: contents),
+            account: contents.wireAccount(account, idToken: idToken),
             accessToken: best?.token,
             grantedScopes: best?.scopes.scopes ?? [],
             freshness: best?.freshness,
@@ -180,13 +199,13 @@ struct SilentRequest: Sendable {
     private func resolveAccount(in contents: borrowing CacheContents) throws(BrokerFailure) -> AccountEntry {
         let environments = authority.environmentAliases
         if let account {
-            let candidates = TokenBroker.lookUp(account, in: contents).filter {
+            let candidates = contents.accounts(matching: account).filter {
                 environments.contains($0.environment.lowercased())
             }
-            guard let chosen = TokenBroker.preferred(candidates, realm: authority.fixedRealm) else {
+            guard let chosen = candidates.preferred(realm: authority.fixedRealm) else {
                 throw BrokerFailure(
                     .noAccount,
-                    "no account at \(authority.environment) matches \(TokenBroker.describe(account))"
+                    "no account at \(authority.environment) matches \(account.described)"
                 )
             }
             return chosen
@@ -198,11 +217,11 @@ struct SilentRequest: Sendable {
                 throw BrokerFailure(.noAccount, "no account is signed in at \(authority.environment)")
             }
             throw BrokerFailure.invalidParams(
-                "params.authParameters.account",
+                .authParameters(.account),
                 "\(people.count) accounts are signed in at \(authority.environment); name one"
             )
         }
-        guard let chosen = TokenBroker.preferred(Array(all), realm: authority.fixedRealm) else {
+        guard let chosen = Array(all).preferred(realm: authority.fixedRealm) else {
             throw BrokerFailure(.noAccount, "no account is signed in at \(authority.environment)")
         }
         return chosen

@@ -199,7 +199,7 @@ struct IssuedTokens {
 
 extension TokenBroker {
     /// Writes issued tokens and builds the result the caller gets.
-    nonisolated func store(
+    func store(
         _ issued: IssuedTokens,
         clientInfo: String?,
         correlationId: String
@@ -227,7 +227,7 @@ extension TokenBroker {
                 grantedScopes: token.scopes.scopes,
                 idToken: issued.idToken?.secret ?? idToken?.token.secret,
                 clientInfo: clientInfo ?? contents.clientInfo(of: account),
-                account: Self.wireAccount(account, idToken: idToken, in: contents),
+                account: contents.wireAccount(account, idToken: idToken),
                 tokenSource: .identityProvider,
                 correlationId: correlationId
             )

@@ -9,27 +9,24 @@ public import Logging
 ///
 /// No sockets here: the server hands it decoded requests and the caller's identity.
 ///
-/// Reads of the cache run without entering the actor (the cache has its own lock), so cached tokens are
-/// served in parallel; the actor serializes what must not run twice at once.
-public actor TokenBroker {
+/// Every part is safe to use from any thread: the cache has its own lock, refreshes under way are shared through
+/// a ``SingleFlight``, and running sign-ins are kept in a ``FlowRegistry``. Cached tokens are served in parallel.
+public final class TokenBroker: Sendable {
     /// The broker's release version.
     public static let version = "0.4.0"
 
-    nonisolated let cache: TokenCache
-    nonisolated let configuration: BrokerConfiguration
-    nonisolated let logger: Logger
+    let cache: TokenCache
+    let configuration: BrokerConfiguration
+    let logger: Logger
     /// The audit trail of tokens handed out.
-    public nonisolated let audit: AuditLog
-    nonisolated let now: @Sendable () -> Date
-    nonisolated let authorities = ReadWriteLocked<[String: Authority]>([:])
-    nonisolated let identityProviders: IdentityProviders
+    public let audit: AuditLog
+    let now: @Sendable () -> Date
+    let authorities = ReadWriteLocked<[String: Authority]>([:])
+    let identityProviders: IdentityProviders
     /// Refreshes under way, by what they refresh: callers of the same one share it.
-    var refreshes: [RefreshKey: Task<Result<TokenResult, BrokerFailure>, Never>] = [:]
-    /// Refreshes started, and requests that joined one under way (for status and benchmarks).
-    var refreshesStarted = 0
-    var refreshesJoined = 0
+    let refreshes = SingleFlight<RefreshKey, TokenResult, BrokerFailure>()
     /// Interactive sign-ins running, by correlation id.
-    var flows: [String: InteractiveFlow] = [:]
+    let flows = FlowRegistry()
 
     /// Creates a broker over `cache`.
     public init(
@@ -49,16 +46,16 @@ public actor TokenBroker {
     }
 
     /// The time now, in epoch seconds.
-    nonisolated var nowSeconds: Int64 {
+    var nowSeconds: Int64 {
         Int64(now().timeIntervalSince1970)
     }
 
     /// `getLinuxBrokerVersion`: refuses a client of another protocol major.
-    public nonisolated func version(_ params: GetVersionParams) throws(BrokerFailure) -> VersionResult {
+    public func version(_ params: GetVersionParams) throws(BrokerFailure) -> VersionResult {
         if let requested = params.protocolVersion {
             guard let major = WireProtocol.major(of: requested) else {
                 throw BrokerFailure.invalidParams(
-                    "params.protocolVersion",
+                    ParamField(GetVersionParams.CodingKeys.protocolVersion),
                     "expected major.minor in decimal without leading zeros, such as 1.0"
                 )
             }
@@ -72,33 +69,27 @@ public actor TokenBroker {
         return VersionResult(
             linuxBrokerVersion: Self.version,
             protocolVersion: WireProtocol.version,
-            methods: Self.servedMethods.map(\.rawValue)
+            methods: Methods.all.map { $0.name.rawValue }
         )
     }
 
-    /// The methods this broker serves; the others of the protocol are answered `method_not_found`.
-    public static let servedMethods: [MethodName] = [
-        .getLinuxBrokerVersion, .getAccounts, .getAccount, .acquireTokenSilently, .acquireTokenInteractively,
-        .completeInteractiveFlow, .cancelInteractiveFlow, .removeAccount, .importCache, .exportCache, .getStatus,
-    ]
-
     /// Forgets what was learnt from identity providers (discovery documents, signing keys): a reload.
-    public nonisolated func forgetProviderMetadata() async {
+    public func forgetProviderMetadata() async {
         await identityProviders.directory.forgetAll()
     }
 
     /// What the cache holds, by kind.
-    public nonisolated var cacheCounts: EntryCounts {
+    public var cacheCounts: EntryCounts {
         cache.read { $0.count }
     }
 
     /// Entries on disk that could not be opened at start-up.
-    public nonisolated var damagedEntries: Int {
+    public var damagedEntries: Int {
         cache.damaged.count
     }
 
     /// What went wrong with the cache's storage, for status.
-    public nonisolated var storeHealth: StatusResult.StoreHealth {
+    public var storeHealth: StatusResult.StoreHealth {
         let failures = cache.writeFailures
         return StatusResult.StoreHealth(
             damagedEntries: cache.damaged.count,

@@ -69,16 +69,14 @@ struct Connection: Sendable {
         try await withThrowingDiscardingTaskGroup { requests in
             reading: for try await event in inbound {
                 switch event {
-                case .request(let request):
+                case .request(let pending):
                     guard inFlight.value < limit else {
-                        if let response = dispatcher.reject(request, with: busy) {
+                        if let response = dispatcher.reject(pending.header, with: busy) {
                             try await channel.writeAndFlush(response)
                         }
                         continue
                     }
-                    start(in: &requests, counting: inFlight, answeringOn: channel) {
-                        await dispatcher.answer(request, caller: caller, owner: owner)
-                    }
+                    start(in: &requests, counting: inFlight, answeringOn: channel) { await pending.run(owner) }
                 case .largeFrame(let frame):
                     guard inFlight.value < limit else {
                         // Not decoded: its id is unknown, so the answer carries none.
@@ -89,7 +87,11 @@ struct Connection: Sendable {
                     start(in: &requests, counting: inFlight, answeringOn: channel) {
                         switch await dispatcher.decodeOffLoop(frame) {
                         case .failure(let rejection): dispatcher.response(to: rejection)
-                        case .success(let request): await dispatcher.answer(request, caller: caller, owner: owner)
+                        case .success(let request):
+                            switch dispatcher.prepare(request, caller: caller, onEventLoop: false) {
+                            case .answered(let response): response
+                            case .later(let pending): await pending.run(owner)
+                            }
                         }
                     }
                 case .frameTooLarge:
@@ -134,7 +136,7 @@ struct Connection: Sendable {
             }
             // Nobody is left to see a sign-in this connection started, or the broker is stopping: stop it (the
             // others finish their answers), saying which, so that an app retries a sign-in the shutdown cut short.
-            await dispatcher.broker.cancelFlows(
+            dispatcher.broker.cancelFlows(
                 ownedBy: serial,
                 because: Task.isShuttingDownGracefully ? .brokerStopping : .byClient
             )

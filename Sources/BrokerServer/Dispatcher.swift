@@ -6,29 +6,29 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-/// Turns requests into responses: decode, call the broker, encode.
+/// Turns requests into responses: decode, find the method's handler in the table, answer, encode.
 ///
 /// Never throws: every failure becomes the documented JSON-RPC error.
 struct Dispatcher: Sendable {
     let broker: TokenBroker
+    let handlers: MethodHandlers
     let metrics: ServerMetrics
-    let status: @Sendable () -> StatusResult
     let logger: Logger
     private let decoder = RequestDecoder()
 
     init(broker: TokenBroker, metrics: ServerMetrics, logger: Logger, status: @escaping @Sendable () -> StatusResult) {
         self.broker = broker
+        self.handlers = broker.handlers(status: status)
         self.metrics = metrics
         self.logger = logger
-        self.status = status
     }
 
-    /// Whether a request was answered at once.
-    enum ImmediateAnswer {
+    /// What the request needs: nothing more (answered, or a notification that gets no answer), or a task.
+    enum Prepared {
         /// Answered; nil for a JSON-RPC notification, which gets no response.
         case answered(ByteBuffer?)
-        /// The request must run in a task (it may wait on the identity provider, the disk or the user).
-        case needsTask
+        /// The rest runs in a task (it may wait on the identity provider, the disk or the user).
+        case later(PendingRequest)
     }
 
     /// Frames larger than this are decoded off the event loop (``decodeOffLoop(_:)``): a loop serves many
@@ -39,26 +39,20 @@ struct Dispatcher: Sendable {
         decoder.decode(Array(frame.readableBytesView))
     }
 
-    /// Decodes a large frame on NIO's thread pool, with a correlation id filled in.
+    /// Decodes a large frame on NIO's thread pool.
     func decodeOffLoop(_ frame: ByteBuffer) async -> Result<IncomingRequest, RequestRejection> {
         let decoder = decoder
         let decoded = try? await NIOThreadPool.singleton.runIfActive {
             decoder.decode(Array(frame.readableBytesView))
         }
-        guard var decoded else {
-            return .failure(
+        return decoded
+            ?? .failure(
                 RequestRejection(
                     id: nil,
                     error: ErrorObject(.brokerStopping, "the broker is stopping"),
                     isNotification: false
                 )
             )
-        }
-        if case .success(var request) = decoded {
-            _ = request.call.ensureCorrelationId()
-            decoded = .success(request)
-        }
-        return decoded
     }
 
     /// The error response for a message that was not a valid request (none for an invalid notification).
@@ -68,93 +62,88 @@ struct Dispatcher: Sendable {
         return rejection.isNotification ? nil : Self.encode(ErrorResponse(id: rejection.id, error: rejection.error))
     }
 
-    /// The response when it needs nothing but memory: version, accounts, status, and a token the cache holds.
-    func answerImmediately(_ request: IncomingRequest, caller: Caller) -> ImmediateAnswer {
-        let id = request.id
-        do throws(BrokerFailure) {
-            let response: ByteBuffer
-            switch request.call {
-            case .getLinuxBrokerVersion(let params):
-                response = Self.encode(Response(id: id, result: try broker.version(params)))
-            case .getAccounts(let params):
-                response = Self.encode(Response(id: id, result: try broker.accounts(params)))
-            case .getAccount(let params):
-                response = Self.encode(Response(id: id, result: try broker.account(params)))
-            case .getStatus:
-                response = Self.encode(Response(id: id, result: status()))
-            case .acquireTokenSilently(let params):
-                guard let result = try broker.cachedToken(params, caller: caller) else { return .needsTask }
-                response = Self.encode(Response(id: id, result: result))
-            case .acquireTokenInteractively, .completeInteractiveFlow, .cancelInteractiveFlow, .removeAccount,
-                .importCache, .exportCache:
-                return .needsTask
-            }
-            metrics.succeeded.add(1, ordering: .relaxed)
-            return .answered(request.isNotification ? nil : response)
-        } catch {
-            return .answered(failure(error, for: request))
-        }
+    /// Gives the request a correlation id (the client's, or a new one: DESIGN §3), then answers it from memory
+    /// when its method may be answered so and the handler can; otherwise hands the rest to a task.
+    ///
+    /// `onEventLoop` false (a request decoded in a task) always answers in the task.
+    func prepare(_ request: IncomingRequest, caller: Caller, onEventLoop: Bool) -> Prepared {
+        var call = request.call
+        _ = call.ensureCorrelationId()
+        return prepare(
+            call,
+            header: RequestHeader(request, correlationId: call.correlationId),
+            caller: caller,
+            onEventLoop
+        )
     }
 
-    /// The response to a request that may wait; nil for a notification.
-    ///
-    /// `owner` receives the notifications of an interactive request, and names the connection that runs it.
-    func answer(_ request: IncomingRequest, caller: Caller, owner: FlowOwner) async -> ByteBuffer? {
-        let id = request.id
+    private func prepare<Call: MethodCall>(
+        _ call: Call,
+        header: RequestHeader,
+        caller: Caller,
+        _ onEventLoop: Bool
+    ) -> Prepared {
+        guard let handler = handlers.handler(for: Call.Method.self) else {
+            let error = ErrorObject(.methodNotFound, "this broker does not serve \(header.method.rawValue)")
+            metrics.recordError(method: header.method.rawValue, error: error, correlationId: header.correlationId)
+            return .answered(header.isNotification ? nil : Self.encode(ErrorResponse(id: header.id, error: error)))
+        }
+        let params = call.params
+        guard onEventLoop, Call.Method.answersFromMemory else {
+            return .later(
+                PendingRequest(header: header) { owner in
+                    do throws(BrokerFailure) {
+                        let result = try await handler.answer(params, caller).value(owner: owner)
+                        return self.success(result, header)
+                    } catch {
+                        return self.failure(error, header)
+                    }
+                }
+            )
+        }
         do throws(BrokerFailure) {
-            let response: ByteBuffer
-            switch request.call {
-            case .acquireTokenSilently(let params):
-                response = Self.encode(
-                    Response(id: id, result: try await broker.acquireTokenSilently(params, caller: caller))
+            switch try handler.answer(params, caller) {
+            case .now(let result):
+                return .answered(success(result, header))
+            case .later(let work):
+                return .later(
+                    PendingRequest(header: header) { owner in
+                        do throws(BrokerFailure) {
+                            return self.success(try await work(owner), header)
+                        } catch {
+                            return self.failure(error, header)
+                        }
+                    }
                 )
-            case .removeAccount(let params):
-                response = Self.encode(Response(id: id, result: try await broker.removeAccount(params, caller: caller)))
-            case .importCache(let params):
-                response = Self.encode(Response(id: id, result: try await broker.importCache(params, caller: caller)))
-            case .exportCache(let params):
-                response = Self.encode(Response(id: id, result: try await broker.exportCache(params, caller: caller)))
-            case .acquireTokenInteractively(let params):
-                let result = try await broker.acquireTokenInteractively(params, caller: caller, owner: owner)
-                response = Self.encode(Response(id: id, result: result))
-            case .completeInteractiveFlow(let params):
-                response = Self.encode(Response(id: id, result: try await broker.completeInteractiveFlow(params)))
-            case .cancelInteractiveFlow(let params):
-                response = Self.encode(Response(id: id, result: await broker.cancelInteractiveFlow(params)))
-            case .getLinuxBrokerVersion, .getAccounts, .getAccount, .getStatus:
-                guard case .answered(let response) = answerImmediately(request, caller: caller) else { return nil }
-                return response
             }
-            metrics.succeeded.add(1, ordering: .relaxed)
-            return request.isNotification ? nil : response
         } catch {
-            return failure(error, for: request)
+            return .answered(failure(error, header))
         }
     }
 
     /// An error response for a request the server will not run now (busy).
-    func reject(_ request: IncomingRequest, with error: ErrorObject) -> ByteBuffer? {
-        metrics.recordError(
-            method: request.call.method.rawValue,
-            error: error,
-            correlationId: request.call.correlationId
-        )
-        return request.isNotification ? nil : Self.encode(ErrorResponse(id: request.id, error: error))
+    func reject(_ header: RequestHeader, with error: ErrorObject) -> ByteBuffer? {
+        metrics.recordError(method: header.method.rawValue, error: error, correlationId: header.correlationId)
+        return header.isNotification ? nil : Self.encode(ErrorResponse(id: header.id, error: error))
     }
 
-    private func failure(_ error: BrokerFailure, for request: IncomingRequest) -> ByteBuffer? {
-        let correlationId = request.call.correlationId
-        let object = error.errorObject(correlationId: correlationId)
-        metrics.recordError(method: request.call.method.rawValue, error: object, correlationId: correlationId)
+    private func success<Result: Encodable & Sendable>(_ result: Result, _ header: RequestHeader) -> ByteBuffer? {
+        metrics.succeeded.add(1, ordering: .relaxed)
+        return header.isNotification ? nil : Self.encode(Response(id: header.id, result: result))
+    }
+
+    private func failure(_ error: BrokerFailure, _ header: RequestHeader) -> ByteBuffer? {
+        let object = error.errorObject(correlationId: header.correlationId)
+        metrics.recordError(method: header.method.rawValue, error: object, correlationId: header.correlationId)
         logger.debug(
             "request failed",
             metadata: [
-                "method": "\(request.call.method.rawValue)",
+                "method": "\(header.method.rawValue)",
                 "error": "\(error)",
-                "correlation_id": "\(correlationId ?? "")",
+                "correlation_id": "\(header.correlationId ?? "")",
             ]
         )
-        return request.isNotification ? nil : Self.encode(ErrorResponse(id: request.id, error: object))
+        return header.isNotification ? nil : Self.encode(ErrorResponse(id: header.id, error: object))
     }
 
     /// A notification as one line of JSON.
@@ -187,4 +176,26 @@ struct Dispatcher: Sendable {
 
     private static let encodingFailure =
         #"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"the response could not be encoded"}}"# + "\n"
+}
+
+/// What the server keeps of a request once its params went to the handler: how to answer it.
+struct RequestHeader: Sendable {
+    let id: RequestID?
+    let isNotification: Bool
+    let method: MethodName
+    let correlationId: String?
+
+    init(_ request: IncomingRequest, correlationId: String?) {
+        id = request.id
+        isNotification = request.isNotification
+        method = request.call.method
+        self.correlationId = correlationId
+    }
+}
+
+/// A request whose answer needs a task: the rest of its work, continuing from what the event loop found.
+struct PendingRequest: Sendable {
+    let header: RequestHeader
+    /// Runs the rest; returns the response line (nil for a notification).
+    let run: @Sendable (FlowOwner) async -> ByteBuffer?
 }

@@ -4,8 +4,8 @@ import NIOCore
 
 /// What a connection's async task sees: requests that may wait, and the conditions that end a connection.
 enum ConnectionEvent: Sendable {
-    /// A request that needs the identity provider, the disk, or time: run it in a task.
-    case request(IncomingRequest)
+    /// A request that needs the identity provider, the disk, or time: run the rest of it in a task.
+    case request(PendingRequest)
     /// A frame too large to decode on the event loop (an import): decode it in a task, off the loop.
     case largeFrame(ByteBuffer)
     /// A line grew past the limit.
@@ -46,15 +46,12 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
             switch dispatcher.decode(frame) {
             case .failure(let rejection):
                 if let response = dispatcher.response(to: rejection) { write(response, context: context) }
-            case .success(var request):
-                // Every request gets a correlation id (DESIGN §3): the client's, or one made here, so errors,
-                // logs and identity-provider calls can be matched up.
-                _ = request.call.ensureCorrelationId()
-                switch dispatcher.answerImmediately(request, caller: caller) {
+            case .success(let request):
+                switch dispatcher.prepare(request, caller: caller, onEventLoop: true) {
                 case .answered(let response):
                     if let response { write(response, context: context) }
-                case .needsTask:
-                    context.fireChannelRead(wrapInboundOut(.request(request)))
+                case .later(let pending):
+                    context.fireChannelRead(wrapInboundOut(.request(pending)))
                 }
             }
         case .frameTooLarge:

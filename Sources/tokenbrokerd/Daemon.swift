@@ -245,7 +245,7 @@ struct Daemon: AsyncParsableCommand {
                     service: IdleExitService(
                         after: .seconds(idleExit),
                         idleFor: { server.idleFor },
-                        isBusy: { await broker.isBusy },
+                        isBusy: { broker.isBusy },
                         logger: logger
                     ),
                     successTerminationBehavior: .gracefullyShutdownGroup

@@ -55,7 +55,8 @@ struct AccountsTests {
         let fixture = try await BrokerFixture()
         let version = try fixture.broker.version(GetVersionParams())
         #expect(version.methods.contains("acquireTokenSilently"))
-        #expect(Set(version.methods) == Set(TokenBroker.servedMethods.map(\.rawValue)))
+        let served = fixture.broker.handlers(status: { preconditionFailure("status is not asked for") }).served
+        #expect(Set(version.methods) == Set(served.map(\.rawValue)))
         await expectFailure(.unsupportedProtocolVersion) {
             _ = try fixture.broker.version(GetVersionParams(protocolVersion: "2.0"))
         }
@@ -102,6 +103,7 @@ struct AccountsTests {
         await expectFailure(.noAccount) { _ = try await fixture.silent() }
         #expect(try fixture.broker.accounts(GetAccountsParams()).accounts.map(\.username) == ["alan@contoso.com"])
         #expect(fixture.store.entries.count == 5)
+        await fixture.broker.audit.written()
         #expect(fixture.logs.lines(containing: "account removed").count == 1)
     }
 

@@ -48,6 +48,7 @@ struct AuditTests {
         let fixture = try await BrokerFixture(auditWindow: .zero)
         let first = try await fixture.silent()
         _ = try await fixture.silent()
+        await fixture.broker.audit.written()
         let lines = fixture.logs.lines(containing: "token issued")
         #expect(lines.count == 2)
         let line = try #require(lines.first)
@@ -66,8 +67,10 @@ struct AuditTests {
     @Test func coalescesRepeatsWithinTheWindow() async throws {
         let fixture = try await BrokerFixture()
         for _ in 0..<5 { _ = try await fixture.silent() }
+        await fixture.broker.audit.written()
         #expect(fixture.logs.lines(containing: "token issued").count == 1)
         fixture.broker.audit.flush()
+        await fixture.broker.audit.written()
         let summaries = fixture.logs.lines(containing: "token issued again")
         #expect(summaries.count == 1)
         #expect(summaries.first?.contains("repeats=4") == true)

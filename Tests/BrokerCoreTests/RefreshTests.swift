@@ -156,7 +156,7 @@ struct RefreshTests {
         }
         #expect(tokens.count == 50 && Set(tokens) == ["AT-NEW-shared"])
         #expect(transport.count(endingIn: "/token") == 1)
-        let counts = await fixture.broker.refreshCounts
+        let counts = fixture.broker.refreshCounts
         #expect(counts.started == 1 && counts.joined > 0)
     }
 

@@ -61,22 +61,8 @@ struct ProtocolExamplesTests {
         }
     }
 
-    private func encodeParams(_ call: IncomingRequest.Call) throws -> JSONValue {
-        let encoded: [UInt8]
-        switch call {
-        case .getLinuxBrokerVersion(let params): encoded = try WireEncoder().encode(params)
-        case .getAccounts(let params): encoded = try WireEncoder().encode(params)
-        case .getAccount(let params): encoded = try WireEncoder().encode(params)
-        case .acquireTokenSilently(let params): encoded = try WireEncoder().encode(params)
-        case .acquireTokenInteractively(let params): encoded = try WireEncoder().encode(params)
-        case .completeInteractiveFlow(let params): encoded = try WireEncoder().encode(params)
-        case .cancelInteractiveFlow(let params): encoded = try WireEncoder().encode(params)
-        case .removeAccount(let params): encoded = try WireEncoder().encode(params)
-        case .importCache(let params): encoded = try WireEncoder().encode(params)
-        case .exportCache(let params): encoded = try WireEncoder().encode(params)
-        case .getStatus(let params): encoded = try WireEncoder().encode(params)
-        }
-        return try JSONValue.parse(encoded)
+    private func encodeParams(_ call: some MethodCall) throws -> JSONValue {
+        try JSONValue.parse(try WireEncoder().encode(call.params))
     }
 
     private func checkBrokerMessage(
@@ -117,16 +103,8 @@ struct ProtocolExamplesTests {
     }
 
     static func resultType(_ method: MethodName) -> any (Decodable & Sendable).Type {
-        switch method {
-        case .getLinuxBrokerVersion: VersionResult.self
-        case .getAccounts: AccountsResult.self
-        case .getAccount: AccountResult.self
-        case .acquireTokenSilently, .acquireTokenInteractively: AcquireTokenResult.self
-        case .completeInteractiveFlow, .cancelInteractiveFlow: FlowControlResult.self
-        case .removeAccount: RemoveAccountResult.self
-        case .importCache: ImportCacheResult.self
-        case .exportCache: ExportCacheResult.self
-        case .getStatus: StatusResult.self
-        }
+        func result(_ method: (some BrokerMethod).Type) -> any (Decodable & Sendable).Type { method.Result.self }
+        guard let named = Methods.named(method.rawValue) else { return JSONValue.self }
+        return result(named)
     }
 }

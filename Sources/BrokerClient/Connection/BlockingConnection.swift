@@ -64,12 +64,14 @@ final class BlockingConnection: Transport {
         return BlockingConnection(fd: fd, socketPath: path)
     }
 
-    func call<Params: Encodable & Sendable, Result: Decodable & Sendable>(
-        _ method: MethodName,
-        _ params: Params,
-        as type: Result.Type
-    ) async throws(BrokerError) -> Result {
-        try state.withLock { (state) throws(BrokerError) -> Result in
+    func call<Method: BrokerMethod>(
+        _ method: Method.Type,
+        _ params: Method.Params
+    ) async throws(BrokerError)
+        -> Method.Result
+    {
+        typealias Result = Method.Result
+        return try state.withLock { (state) throws(BrokerError) -> Result in
             guard state.fd >= 0 else { throw BrokerError(.connectionLost, "the connection to the broker is closed") }
             let id = RequestID.number(state.nextID)
             state.nextID += 1

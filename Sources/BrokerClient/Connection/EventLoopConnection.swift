@@ -56,11 +56,13 @@ final class EventLoopConnection: Transport {
     /// Sends a request and waits for its result.
     ///
     /// Cancelling the task abandons the wait (the broker may still finish the request).
-    func call<Params: Encodable & Sendable, Result: Decodable & Sendable>(
-        _ method: MethodName,
-        _ params: Params,
-        as type: Result.Type
-    ) async throws(BrokerError) -> Result {
+    func call<Method: BrokerMethod>(
+        _ method: Method.Type,
+        _ params: Method.Params
+    ) async throws(BrokerError)
+        -> Method.Result
+    {
+        typealias Result = Method.Result
         let promise = channel.eventLoop.makePromise(of: (any Sendable).self)
         let id: RequestID
         switch pending.register(resultType: Result.self, promise: promise) {

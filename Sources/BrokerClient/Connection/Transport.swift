@@ -13,11 +13,13 @@ protocol Transport: Sendable {
     var socketPath: String { get }
 
     /// Sends a request and returns its result; throws the broker's error, or a transport failure.
-    func call<Params: Encodable & Sendable, Result: Decodable & Sendable>(
-        _ method: MethodName,
-        _ params: Params,
-        as type: Result.Type
-    ) async throws(BrokerError) -> Result
+    ///
+    /// A call without a correlation id gets a new one here (Protocol/ §3).
+    func call<Method: BrokerMethod>(
+        _ method: Method.Type,
+        _ params: Method.Params
+    ) async throws(BrokerError)
+        -> Method.Result
 
     /// Delivers the notifications of the request with this correlation id to `listener`.
     func listen(to correlationId: String, _ listener: @escaping @Sendable (ServerNotification) -> Void)
@@ -30,14 +32,18 @@ protocol Transport: Sendable {
 }
 
 /// One request line: the wire encoding of the request and its newline, refused when over the frame limit.
-func requestFrame<Params: Encodable & Sendable>(
+///
+/// Params without a correlation id get a new one.
+func requestFrame<Method: BrokerMethod>(
     id: RequestID,
-    method: MethodName,
-    params: Params
+    method: Method.Type,
+    params: Method.Params
 ) throws(BrokerError) -> [UInt8] {
+    var call = Call<Method>(params)
+    _ = call.ensureCorrelationId()
     var bytes: [UInt8]
     do {
-        bytes = try WireEncoder().encode(Request(id: id, method: method, params: params))
+        bytes = try WireEncoder().encode(Request(id: id, method: Method.name, params: call.params))
     } catch {
         throw BrokerError(.invalidRequest, "the request could not be encoded: \(error)")
     }

@@ -11,7 +11,7 @@ public actor ProviderDirectory {
     private let transport: any HTTPTransport
     private let timeout: Duration
     private var documents: [URL: (metadata: ProviderMetadata, fetched: ContinuousClock.Instant)] = [:]
-    private var pending: [URL: Task<Result<ProviderMetadata, OAuthError>, Never>] = [:]
+    private let fetches = SingleFlight<URL, ProviderMetadata, OAuthError>()
     private var keySets: [URL: SigningKeys] = [:]
 
     /// Creates a directory that fetches over `transport`.
@@ -26,18 +26,11 @@ public actor ProviderDirectory {
         if let cached = documents[url], cached.fetched.duration(to: .now) < Self.documentLifetime {
             return cached.metadata
         }
-        let task: Task<Result<ProviderMetadata, OAuthError>, Never>
-        if let running = pending[url] {
-            task = running
-        } else {
-            let transport = transport
-            let timeout = timeout
-            task = Task { await Self.fetch(url, authority: authority, transport: transport, timeout: timeout) }
-            pending[url] = task
+        let transport = transport
+        let timeout = timeout
+        let metadata = try await fetches.run(url) { () async throws(OAuthError) in
+            try await Self.fetch(url, authority: authority, transport: transport, timeout: timeout).get()
         }
-        let result = await task.value
-        pending[url] = nil
-        let metadata = try result.get()
         documents[url] = (metadata, .now)
         return metadata
     }

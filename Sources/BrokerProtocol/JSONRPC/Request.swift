@@ -34,101 +34,53 @@ public struct IncomingRequest: Sendable {
     /// Whether the request had no `id` member: a JSON-RPC notification, run but never answered.
     public var isNotification: Bool
     /// The call and its params.
-    public var call: Call
+    public var call: any MethodCall
 
     /// Creates a request.
-    public init(id: RequestID?, isNotification: Bool = false, call: Call) {
+    public init(id: RequestID?, isNotification: Bool = false, call: any MethodCall) {
         self.id = id
         self.isNotification = isNotification
         self.call = call
     }
 
-    /// Every method with its typed params.
-    public enum Call: Sendable {
-        case getLinuxBrokerVersion(GetVersionParams)
-        case getAccounts(GetAccountsParams)
-        case getAccount(GetAccountParams)
-        case acquireTokenSilently(AcquireTokenSilentlyParams)
-        case acquireTokenInteractively(AcquireTokenInteractivelyParams)
-        case completeInteractiveFlow(CompleteInteractiveFlowParams)
-        case cancelInteractiveFlow(CancelInteractiveFlowParams)
-        case removeAccount(RemoveAccountParams)
-        case importCache(ImportCacheParams)
-        case exportCache(ExportCacheParams)
-        case getStatus(GetStatusParams)
+    /// The params of the call when it is a call of `method`.
+    public func params<Method: BrokerMethod>(of method: Method.Type) -> Method.Params? {
+        (call as? Call<Method>)?.params
+    }
+}
 
-        /// The method called.
-        public var method: MethodName {
-            switch self {
-            case .getLinuxBrokerVersion: .getLinuxBrokerVersion
-            case .getAccounts: .getAccounts
-            case .getAccount: .getAccount
-            case .acquireTokenSilently: .acquireTokenSilently
-            case .acquireTokenInteractively: .acquireTokenInteractively
-            case .completeInteractiveFlow: .completeInteractiveFlow
-            case .cancelInteractiveFlow: .cancelInteractiveFlow
-            case .removeAccount: .removeAccount
-            case .importCache: .importCache
-            case .exportCache: .exportCache
-            case .getStatus: .getStatus
-            }
-        }
+/// A call of one method with its typed params, as a request carries it.
+public protocol MethodCall: Sendable {
+    /// The method called.
+    associatedtype Method: BrokerMethod
+    /// Its params.
+    var params: Method.Params { get set }
+}
 
-        /// Gives the call a correlation id when the caller sent none (a new UUID), and returns the one in effect.
-        public mutating func ensureCorrelationId() -> String {
-            if let existing = correlationId { return existing }
-            let generated = UUID().uuidString
-            switch self {
-            case .getLinuxBrokerVersion(var params):
-                params.correlationId = generated
-                self = .getLinuxBrokerVersion(params)
-            case .getAccounts(var params):
-                params.correlationId = generated
-                self = .getAccounts(params)
-            case .getAccount(var params):
-                params.correlationId = generated
-                self = .getAccount(params)
-            case .acquireTokenSilently(var params):
-                params.correlationId = generated
-                self = .acquireTokenSilently(params)
-            case .acquireTokenInteractively(var params):
-                params.correlationId = generated
-                self = .acquireTokenInteractively(params)
-            case .completeInteractiveFlow, .cancelInteractiveFlow:
-                // These name the flow by its correlation id, which is required: they always have one.
-                break
-            case .removeAccount(var params):
-                params.correlationId = generated
-                self = .removeAccount(params)
-            case .importCache(var params):
-                params.correlationId = generated
-                self = .importCache(params)
-            case .exportCache(var params):
-                params.correlationId = generated
-                self = .exportCache(params)
-            case .getStatus(var params):
-                params.correlationId = generated
-                self = .getStatus(params)
-            }
-            return generated
-        }
+/// The call of `Method`.
+public struct Call<Method: BrokerMethod>: MethodCall {
+    /// The params sent (or the method's defaults when none were).
+    public var params: Method.Params
 
-        /// The correlation id the caller sent, if any.
-        public var correlationId: String? {
-            switch self {
-            case .getLinuxBrokerVersion(let params): params.correlationId
-            case .getAccounts(let params): params.correlationId
-            case .getAccount(let params): params.correlationId
-            case .acquireTokenSilently(let params): params.correlationId
-            case .acquireTokenInteractively(let params): params.correlationId
-            case .completeInteractiveFlow(let params): params.correlationId
-            case .cancelInteractiveFlow(let params): params.correlationId
-            case .removeAccount(let params): params.correlationId
-            case .importCache(let params): params.correlationId
-            case .exportCache(let params): params.correlationId
-            case .getStatus(let params): params.correlationId
-            }
-        }
+    /// Creates a call.
+    public init(_ params: Method.Params) {
+        self.params = params
+    }
+}
+
+extension MethodCall {
+    /// The method called.
+    public var method: MethodName { Method.name }
+
+    /// The correlation id the caller sent, if any.
+    public var correlationId: String? { params.sentCorrelationId }
+
+    /// Gives the call a correlation id when the caller sent none (a new UUID), and returns the one in effect.
+    public mutating func ensureCorrelationId() -> String {
+        if let existing = params.sentCorrelationId { return existing }
+        let generated = UUID().uuidString
+        params.adoptCorrelationId(generated)
+        return generated
     }
 }
 

@@ -115,7 +115,7 @@ private struct Envelope: Decodable {
             return
         }
         let isNotification = !hasID
-        guard let method = MethodName(rawValue: name) else {
+        guard let method = Methods.named(name) else {
             outcome = .failure(
                 Self.reject(id, .methodNotFound, "no method named \(Self.quoted(name))", notification: isNotification)
             )
@@ -125,13 +125,14 @@ private struct Envelope: Decodable {
             let call = try Self.decodeCall(method, from: container)
             if let correlationId = call.correlationId, correlationId.utf8.count > WireProtocol.maximumCorrelationIdBytes
             {
+                let field = ParamField(AcquireTokenSilentlyParams.CodingKeys.correlationId).path
                 var rejection = Self.reject(
                     id,
                     .invalidParams,
-                    "params.correlationId: at most \(WireProtocol.maximumCorrelationIdBytes) bytes (a UUID has 36)",
+                    "\(field): at most \(WireProtocol.maximumCorrelationIdBytes) bytes (a UUID has 36)",
                     notification: isNotification
                 )
-                rejection.error.data?.field = "params.correlationId"
+                rejection.error.data?.field = field
                 outcome = .failure(rejection)
                 return
             }
@@ -144,37 +145,17 @@ private struct Envelope: Decodable {
         }
     }
 
-    private static func decodeCall(
-        _ method: MethodName,
+    /// The params of `method` (its defaults when they may be left out and are).
+    private static func decodeCall<Method: BrokerMethod>(
+        _ method: Method.Type,
         from container: KeyedDecodingContainer<CodingKeys>
-    ) throws -> IncomingRequest.Call {
-        /// Params may be omitted for methods whose params are all optional; others must carry an object.
-        func params<P: Decodable>(_ type: P.Type, orEmpty empty: P?) throws -> P {
-            if empty != nil, !container.contains(.params) || (try? container.decodeNil(forKey: .params)) == true {
-                if let empty { return empty }
-            }
-            return try container.decode(P.self, forKey: .params)
+    ) throws -> any MethodCall {
+        if let omitted = Method.Params.whenOmitted,
+            !container.contains(.params) || (try? container.decodeNil(forKey: .params)) == true
+        {
+            return Call<Method>(omitted)
         }
-        switch method {
-        case .getLinuxBrokerVersion:
-            return .getLinuxBrokerVersion(
-                try params(GetVersionParams.self, orEmpty: GetVersionParams(protocolVersion: nil))
-            )
-        case .getAccounts: return .getAccounts(try params(GetAccountsParams.self, orEmpty: GetAccountsParams()))
-        case .getAccount: return .getAccount(try params(GetAccountParams.self, orEmpty: nil))
-        case .acquireTokenSilently:
-            return .acquireTokenSilently(try params(AcquireTokenSilentlyParams.self, orEmpty: nil))
-        case .acquireTokenInteractively:
-            return .acquireTokenInteractively(try params(AcquireTokenInteractivelyParams.self, orEmpty: nil))
-        case .completeInteractiveFlow:
-            return .completeInteractiveFlow(try params(CompleteInteractiveFlowParams.self, orEmpty: nil))
-        case .cancelInteractiveFlow:
-            return .cancelInteractiveFlow(try params(CancelInteractiveFlowParams.self, orEmpty: nil))
-        case .removeAccount: return .removeAccount(try params(RemoveAccountParams.self, orEmpty: nil))
-        case .importCache: return .importCache(try params(ImportCacheParams.self, orEmpty: nil))
-        case .exportCache: return .exportCache(try params(ExportCacheParams.self, orEmpty: ExportCacheParams()))
-        case .getStatus: return .getStatus(try params(GetStatusParams.self, orEmpty: GetStatusParams()))
-        }
+        return Call<Method>(try container.decode(Method.Params.self, forKey: .params))
     }
 
     private static func reject(

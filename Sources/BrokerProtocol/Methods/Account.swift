@@ -74,6 +74,10 @@ public struct GetAccountsParams: Sendable, Hashable, Codable {
     /// See ``AcquireTokenSilentlyParams/correlationId``.
     public var correlationId: String?
 
+    package enum CodingKeys: String, CodingKey {
+        case clientId, authority, correlationId
+    }
+
     /// Creates the params; with no filter, every account is listed.
     public init(clientId: String? = nil, authority: String? = nil, correlationId: String? = nil) {
         self.clientId = clientId
@@ -101,6 +105,10 @@ public struct GetAccountParams: Sendable, Hashable, Codable {
     public var username: String?
     /// See ``AcquireTokenSilentlyParams/correlationId``.
     public var correlationId: String?
+
+    package enum CodingKeys: String, CodingKey {
+        case identifier, username, correlationId
+    }
 
     /// Creates the params from a selector.
     public init(_ selector: AccountSelector, correlationId: String? = nil) {
@@ -137,6 +145,10 @@ public struct RemoveAccountParams: Sendable, Hashable, Codable {
     public var clientId: String?
     /// See ``AcquireTokenSilentlyParams/correlationId``.
     public var correlationId: String?
+
+    package enum CodingKeys: String, CodingKey {
+        case account, clientId, correlationId
+    }
 
     /// Creates the params.
     public init(account: AccountSelector, clientId: String? = nil, correlationId: String? = nil) {

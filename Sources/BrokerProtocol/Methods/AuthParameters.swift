@@ -38,6 +38,12 @@ public struct AuthParameters: Sendable, Hashable, Codable {
     /// Interactive only: extra query parameters for the authorization URL.
     public var additionalQueryParametersForAuthorization: [String: String]?
 
+    package enum CodingKeys: String, CodingKey {
+        case clientId, authority, requestedScopes, resource, account, username, redirectUri, decodedClaims,
+            forceRefresh, minimumValiditySeconds, authorizationType, prompt, loginHint, domainHint,
+            additionalQueryParametersForAuthorization
+    }
+
     /// Creates the parameters.
     ///
     /// Give `requestedScopes` or `resource`.
@@ -91,6 +97,10 @@ public struct AcquireTokenSilentlyParams: Sendable, Hashable, Codable {
     ///
     /// The client library generates one when the app gives none; the broker does when a raw client sends none.
     public var correlationId: String?
+
+    package enum CodingKeys: String, CodingKey {
+        case authParameters, correlationId
+    }
 
     /// Creates the params.
     public init(authParameters: AuthParameters, correlationId: String? = nil) {

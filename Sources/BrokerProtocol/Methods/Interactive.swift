@@ -45,6 +45,10 @@ public struct AcquireTokenInteractivelyParams: Sendable, Hashable, Codable {
     /// See ``AcquireTokenSilentlyParams/correlationId``; it also names the flow for `complete`/`cancel`.
     public var correlationId: String?
 
+    package enum CodingKeys: String, CodingKey {
+        case authParameters, webviewType, browserProfile, browserCommand, environment, timeoutSeconds, correlationId
+    }
+
     /// Creates the params.
     public init(
         authParameters: AuthParameters,
@@ -71,6 +75,10 @@ public struct CompleteInteractiveFlowParams: Sendable, Hashable, Codable {
     public var correlationId: String
     /// The URL the web view was redirected to (the app's redirect URI with `code` and `state`, or `error`).
     public var responseUrl: Secret
+
+    package enum CodingKeys: String, CodingKey {
+        case correlationId, responseUrl
+    }
 
     /// Creates the params.
     public init(correlationId: String, responseUrl: Secret) {

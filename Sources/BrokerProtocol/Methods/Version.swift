@@ -8,6 +8,10 @@ public struct GetVersionParams: Sendable, Hashable, Codable {
     /// See ``AcquireTokenSilentlyParams/correlationId``.
     public var correlationId: String?
 
+    package enum CodingKeys: String, CodingKey {
+        case protocolVersion, msalCppVersion, correlationId
+    }
+
     /// Creates the params.
     public init(
         protocolVersion: String? = WireProtocol.version,

@@ -1,0 +1,92 @@
+public import BrokerProtocol
+
+/// How a handler answers: now, from what it found in memory; or later, in a task, continuing from there.
+public enum Answer<Result: Sendable>: Sendable {
+    /// The answer, ready.
+    case now(Result)
+    /// The rest of the work, for a task: it may wait on the identity provider, the disk or the user.
+    ///
+    /// It receives the connection the request came on (where the notifications of a sign-in go).
+    case later(@Sendable (FlowOwner) async throws(BrokerFailure) -> Result)
+
+    /// The answer, waiting for it when it comes later.
+    public func value(owner: FlowOwner) async throws(BrokerFailure) -> Result {
+        switch self {
+        case .now(let result): result
+        case .later(let work): try await work(owner)
+        }
+    }
+}
+
+/// One method's handler: validates the params and answers, or hands the rest to ``Answer/later(_:)``.
+///
+/// It never waits: a front end calls it on an event loop for the methods that answer from memory.
+public struct MethodHandler<Method: BrokerMethod>: Sendable {
+    /// Validates `params` for `caller` and answers.
+    public let answer: @Sendable (Method.Params, Caller) throws(BrokerFailure) -> Answer<Method.Result>
+}
+
+/// The handler of every method: what each front end (the socket, later the bus and HTTP) dispatches to.
+public struct MethodHandlers: Sendable {
+    private var handlers: [MethodName: any Sendable] = [:]
+
+    /// No handlers yet.
+    public init() {}
+
+    /// Handles `method` with `answer`.
+    public mutating func on<Method: BrokerMethod>(
+        _ method: Method.Type,
+        _ answer: @escaping @Sendable (Method.Params, Caller) throws(BrokerFailure) -> Answer<Method.Result>
+    ) {
+        handlers[Method.name] = MethodHandler<Method>(answer: answer)
+    }
+
+    /// The handler of `method`; nil when this broker does not serve it.
+    public func handler<Method: BrokerMethod>(for method: Method.Type) -> MethodHandler<Method>? {
+        handlers[Method.name] as? MethodHandler<Method>
+    }
+
+    /// The methods with a handler, in the table's order.
+    public var served: [MethodName] {
+        Methods.all.map { $0.name }.filter { handlers[$0] != nil }
+    }
+}
+
+extension TokenBroker {
+    /// The broker's handler for every method of the table.
+    ///
+    /// `status` answers `getStatus`: what the front end knows of its connections joins what the broker knows.
+    public func handlers(status: @escaping @Sendable () -> StatusResult) -> MethodHandlers {
+        var handlers = MethodHandlers()
+        handlers.on(Methods.GetLinuxBrokerVersion.self) { params, _ throws(BrokerFailure) in
+            .now(try self.version(params))
+        }
+        handlers.on(Methods.GetAccounts.self) { params, _ throws(BrokerFailure) in .now(try self.accounts(params)) }
+        handlers.on(Methods.GetAccount.self) { params, _ throws(BrokerFailure) in .now(try self.account(params)) }
+        handlers.on(Methods.GetStatus.self) { _, _ in .now(status()) }
+        handlers.on(Methods.AcquireTokenSilently.self) { params, caller throws(BrokerFailure) in
+            try self.answerSilently(params, caller: caller)
+        }
+        handlers.on(Methods.AcquireTokenInteractively.self) { params, caller in
+            .later { owner throws(BrokerFailure) in
+                try await self.acquireTokenInteractively(params, caller: caller, owner: owner)
+            }
+        }
+        handlers.on(Methods.CompleteInteractiveFlow.self) { params, _ in
+            .later { _ throws(BrokerFailure) in try self.completeInteractiveFlow(params) }
+        }
+        handlers.on(Methods.CancelInteractiveFlow.self) { params, _ in
+            .later { _ in self.cancelInteractiveFlow(params) }
+        }
+        handlers.on(Methods.RemoveAccount.self) { params, caller in
+            .later { _ throws(BrokerFailure) in try await self.removeAccount(params, caller: caller) }
+        }
+        handlers.on(Methods.ImportCache.self) { params, caller in
+            .later { _ throws(BrokerFailure) in try await self.importCache(params, caller: caller) }
+        }
+        handlers.on(Methods.ExportCache.self) { params, caller in
+            .later { _ throws(BrokerFailure) in try await self.exportCache(params, caller: caller) }
+        }
+        return handlers
+    }
+}

@@ -1,0 +1,74 @@
+import Synchronization
+
+/// Runs a piece of work once for all concurrent callers with the same key: the first caller starts it, the
+/// others wait for its result.
+///
+/// The work runs in a task of its own, so a caller that goes away does not cut it short (a refresh whose rotated
+/// token must be stored, a discovery fetch others wait on). The task forgets its key itself when it ends, so the
+/// next caller after that starts afresh, and a failure is never remembered.
+package final class SingleFlight<Key: Hashable & Sendable, Value: Sendable, Failure: Error>: Sendable {
+    private typealias Flight = Task<Result<Value, Failure>, Never>
+
+    private struct State {
+        var running: [Key: (serial: UInt64, task: Flight)] = [:]
+        var serial: UInt64 = 0
+        var started = 0
+        var joined = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// Nothing running yet.
+    package init() {}
+
+    /// The result of `work` for `key`: of the run under way, or of a new one.
+    package func run(
+        _ key: Key,
+        _ work: @escaping @Sendable () async throws(Failure) -> Value
+    ) async throws(Failure) -> Value {
+        let task = state.withLock { state -> Flight in
+            if let running = state.running[key] {
+                state.joined += 1
+                return running.task
+            }
+            state.serial += 1
+            state.started += 1
+            let serial = state.serial
+            // The task takes the lock to forget itself, so it cannot do so before it is recorded here.
+            let task = Flight {
+                let result: Result<Value, Failure>
+                do throws(Failure) {
+                    result = .success(try await work())
+                } catch {
+                    result = .failure(error)
+                }
+                self.forget(key, serial: serial)
+                return result
+            }
+            state.running[key] = (serial, task)
+            return task
+        }
+        return try await task.value.get()
+    }
+
+    /// Whether no work is under way.
+    package var isIdle: Bool {
+        state.withLock { $0.running.isEmpty }
+    }
+
+    /// Runs started, and callers that joined one under way instead of starting their own.
+    package var counts: (started: Int, joined: Int) {
+        state.withLock { ($0.started, $0.joined) }
+    }
+
+    /// Waits until the work under way now has finished.
+    package func waitForRunning() async {
+        for task in state.withLock({ $0.running.values.map(\.task) }) { _ = await task.value }
+    }
+
+    private func forget(_ key: Key, serial: UInt64) {
+        state.withLock { state in
+            if state.running[key]?.serial == serial { state.running[key] = nil }
+        }
+    }
+}
