@@ -49,6 +49,8 @@ let package = Package(
     targets: [
         // The wire contract: JSON-RPC envelope, params and results, error codes, limits. Foundation only.
         .target(name: "BrokerProtocol", swiftSettings: swiftSettings),
+        // The one clock every time-dependent part takes (wall time, monotonic time, sleeping). Foundation only.
+        .target(name: "BrokerTime", swiftSettings: swiftSettings),
         // The user's configuration file (tokenbrokerd.conf), which the daemon reads and the CLI adds browser profiles
         // to. Foundation only.
         .target(name: "BrokerSettings", swiftSettings: swiftSettings),
@@ -61,14 +63,15 @@ let package = Package(
         // The MSAL unified cache model, freshness rules, the SQLite store, sealing, MSAL/ADAL interchange.
         .target(
             name: "BrokerCache",
-            dependencies: ["BrokerProtocol", "CLinuxSupport", grdb, crypto, logging],
+            dependencies: ["BrokerProtocol", "BrokerTime", "CLinuxSupport", grdb, crypto, logging],
             swiftSettings: swiftSettings
         ),
         // The OAuth/OIDC client side: authorities, discovery, grants, id_token checks, loopback redirect, browsers.
         .target(
             name: "BrokerOAuth",
             dependencies: [
-                "BrokerProtocol", "CLinuxSupport", asyncHTTPClient, nioCore, nioPosix, nioHTTP1, nioSSL, crypto,
+                "BrokerProtocol", "BrokerTime", "CLinuxSupport", asyncHTTPClient, nioCore, nioPosix, nioHTTP1, nioSSL,
+                crypto,
                 cryptoExtras, logging,
             ],
             swiftSettings: swiftSettings
@@ -76,7 +79,7 @@ let package = Package(
         // The broker itself: the TokenBroker actor. No sockets, no NIO.
         .target(
             name: "BrokerCore",
-            dependencies: ["BrokerProtocol", "BrokerCache", "BrokerOAuth", logging],
+            dependencies: ["BrokerProtocol", "BrokerCache", "BrokerOAuth", "BrokerTime", logging],
             swiftSettings: swiftSettings
         ),
         // libsystemd (pkg-config `libsystemd`, Debian's libsystemd-dev): listen fds, sd_notify, the journal.
@@ -92,14 +95,15 @@ let package = Package(
         // The daemon's side of systemd: socket activation, notify and watchdog, the journald log handler.
         .target(
             name: "BrokerSystemd",
-            dependencies: ["CSystemd", logging, serviceLifecycle, unixSignals],
+            dependencies: ["CSystemd", "BrokerTime", logging, serviceLifecycle, unixSignals],
             swiftSettings: swiftSettings
         ),
         // The Unix-socket server: framing, peer credentials, limits, JSON-RPC dispatch.
         .target(
             name: "BrokerServer",
             dependencies: [
-                "BrokerCore", "BrokerProtocol", "CLinuxSupport", nioCore, nioPosix, logging, serviceLifecycle,
+                "BrokerCore", "BrokerProtocol", "BrokerTime", "CLinuxSupport", nioCore, nioPosix, logging,
+                serviceLifecycle,
             ],
             swiftSettings: swiftSettings
         ),
@@ -108,7 +112,8 @@ let package = Package(
             name: "tokenbrokerd",
             dependencies: [
                 "BrokerServer", "BrokerCore", "BrokerCache", "BrokerOAuth", "BrokerProtocol", "BrokerSystemd",
-                "BrokerSettings", "CLinuxSupport", argumentParser, logging, serviceLifecycle, unixSignals, nioCore,
+                "BrokerSettings", "BrokerTime", "CLinuxSupport", argumentParser, logging, serviceLifecycle, unixSignals,
+                nioCore,
                 nioPosix,
             ],
             swiftSettings: swiftSettings
@@ -146,8 +151,8 @@ let package = Package(
         .target(
             name: "BrokerTestSupport",
             dependencies: [
-                "BrokerProtocol", "BrokerClient", "BrokerCache", "BrokerOAuth", "BrokerSettings", "CLinuxSupport",
-                logging,
+                "BrokerProtocol", "BrokerClient", "BrokerCache", "BrokerOAuth", "BrokerSettings", "BrokerTime",
+                "CLinuxSupport", logging,
             ],
             path: "Tests/BrokerTestSupport",
             swiftSettings: swiftSettings
@@ -161,12 +166,15 @@ let package = Package(
         ),
         .testTarget(
             name: "BrokerOAuthTests",
-            dependencies: ["BrokerOAuth", "BrokerProtocol", "BrokerTestSupport", crypto, cryptoExtras],
+            dependencies: ["BrokerOAuth", "BrokerProtocol", "BrokerTestSupport", "BrokerTime", crypto, cryptoExtras],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "BrokerCoreTests",
-            dependencies: ["BrokerCore", "BrokerCache", "BrokerOAuth", "BrokerProtocol", "BrokerTestSupport", logging],
+            dependencies: [
+                "BrokerCore", "BrokerCache", "BrokerOAuth", "BrokerProtocol", "BrokerTestSupport", "BrokerTime",
+                logging,
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -179,7 +187,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BrokerSystemdTests",
-            dependencies: ["BrokerSystemd", "BrokerProtocol", "BrokerTestSupport", logging],
+            dependencies: ["BrokerSystemd", "BrokerProtocol", "BrokerTestSupport", "BrokerTime", logging],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,3 +1,4 @@
+public import BrokerTime
 import Crypto
 public import Foundation
 public import Logging
@@ -16,6 +17,7 @@ public final class TokenCache: Sendable {
     public let databaseWasMissing: Bool
     private let failures = Mutex<WriteFailures>(WriteFailures())
     private let logger: Logger?
+    private let clock: any BrokerClock
 
     /// Writes that failed since the cache was opened (a full disk, a read-only file system), for status.
     public struct WriteFailures: Sendable {
@@ -28,8 +30,14 @@ public final class TokenCache: Sendable {
     /// Loads everything `store` holds; `databaseWasMissing` is what ``CacheLocation/openCache()`` found.
     ///
     /// A failed write is logged to `logger` at error level, and counted in ``writeFailures``.
-    public init(store: any TokenStore, databaseWasMissing: Bool = false, logger: Logger? = nil) async throws {
+    public init(
+        store: any TokenStore,
+        databaseWasMissing: Bool = false,
+        logger: Logger? = nil,
+        clock: any BrokerClock = .system
+    ) async throws {
         self.logger = logger
+        self.clock = clock
         let stored = try await store.loadAll()
         self.store = store
         self.contents = ReadWriteLocked(CacheContents(stored.entries))
@@ -59,7 +67,7 @@ public final class TokenCache: Sendable {
             }
         } catch {
             let reason = String(String(describing: error).prefix(300))
-            let at = Int64(Date().timeIntervalSince1970 * 1000)
+            let at = clock.nowMilliseconds
             failures.withLock {
                 $0.count += 1
                 $0.last = (reason, at)

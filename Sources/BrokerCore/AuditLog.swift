@@ -1,4 +1,5 @@
 import BrokerProtocol
+public import BrokerTime
 import Foundation
 public import Logging
 import Synchronization
@@ -17,11 +18,11 @@ import Synchronization
 public final class AuditLog: Sendable {
     private let sink: AuditSink
     private let window: Duration
-    private let now: @Sendable () -> ContinuousClock.Instant
+    private let clock: any BrokerClock
     private let state: Mutex<State>
 
     private struct State {
-        var windowStart: ContinuousClock.Instant
+        var windowStart: Duration
         var repeats: [Issuance: Int] = [:]
     }
 
@@ -40,12 +41,12 @@ public final class AuditLog: Sendable {
     public init(
         logger: Logger,
         window: Duration = .seconds(60),
-        now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
+        clock: any BrokerClock = .system
     ) {
         self.sink = AuditSink(logger: logger)
         self.window = window
-        self.now = now
-        self.state = Mutex(State(windowStart: now()))
+        self.clock = clock
+        self.state = Mutex(State(windowStart: clock.elapsed))
     }
 
     func tokenIssued(
@@ -66,7 +67,7 @@ public final class AuditLog: Sendable {
             source: source.rawValue
         )
         guard window > .zero else { return write(issuance, correlationId: correlationId, repeats: nil) }
-        let instant = now()
+        let instant = clock.elapsed
         let (isFirst, summaries) = state.withLock { state -> (Bool, [Issuance: Int]) in
             var summaries: [Issuance: Int] = [:]
             if instant - state.windowStart >= window {
@@ -95,7 +96,7 @@ public final class AuditLog: Sendable {
         let summaries = state.withLock { state -> [Issuance: Int] in
             let summaries = state.repeats.filter { $0.value > 0 }
             state.repeats.removeAll(keepingCapacity: true)
-            state.windowStart = now()
+            state.windowStart = clock.elapsed
             return summaries
         }
         for (issuance, count) in summaries { write(issuance, correlationId: nil, repeats: count) }

@@ -1,5 +1,6 @@
 import BrokerOAuth
 import BrokerProtocol
+import BrokerTime
 import Logging
 
 /// The broker's link to identity providers: discovery and signing keys, the token endpoint client with its
@@ -8,13 +9,14 @@ struct IdentityProviders: Sendable {
     let directory: ProviderDirectory
     let endpoint: TokenEndpoint
 
-    init(transport: any HTTPTransport, policy: RetryPolicy, logger: Logger) {
-        directory = ProviderDirectory(transport: transport, timeout: policy.requestTimeout)
+    init(transport: any HTTPTransport, policy: RetryPolicy, logger: Logger, clock: any BrokerClock) {
+        directory = ProviderDirectory(transport: transport, timeout: policy.requestTimeout, clock: clock)
         endpoint = TokenEndpoint(
             transport: transport,
             policy: policy,
             productVersion: TokenBroker.version,
-            logger: logger
+            logger: logger,
+            clock: clock
         )
     }
 

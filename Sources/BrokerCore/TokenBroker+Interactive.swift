@@ -1,6 +1,7 @@
 import BrokerCache
 import BrokerOAuth
 public import BrokerProtocol
+import BrokerTime
 import Foundation
 import Logging
 
@@ -249,7 +250,7 @@ extension TokenBroker {
             }
             group.addTask {
                 do {
-                    try await Task.sleep(for: timeout)
+                    try await self.clock.sleep(for: timeout)
                 } catch {
                     return nil
                 }
@@ -437,7 +438,7 @@ extension TokenBroker {
                 metadata: metadata,
                 via: identityProviders.endpoint,
                 correlationId: correlationId,
-                clock: ContinuousClock()
+                clock: clock
             )
         } catch {
             throw BrokerFailure(oauth: error, correlationId: correlationId)

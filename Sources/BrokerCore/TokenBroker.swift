@@ -1,7 +1,8 @@
 public import BrokerCache
 public import BrokerOAuth
 public import BrokerProtocol
-public import Foundation
+public import BrokerTime
+import Foundation
 public import Logging
 
 /// The broker: answers account and token requests from the shared cache, and (with sign-in) from the identity
@@ -20,7 +21,8 @@ public final class TokenBroker: Sendable {
     let logger: Logger
     /// The audit trail of tokens handed out.
     public let audit: AuditLog
-    let now: @Sendable () -> Date
+    /// The time: token expiry, throttles, windows, timeouts.
+    public let clock: any BrokerClock
     let authorities = ReadWriteLocked<[String: Authority]>([:])
     let identityProviders: IdentityProviders
     /// Refreshes under way, by what they refresh: callers of the same one share it.
@@ -35,19 +37,24 @@ public final class TokenBroker: Sendable {
         logger: Logger,
         audit: AuditLog = AuditLog(logger: Logger(label: "tokenbroker.audit")),
         transport: any HTTPTransport = AsyncHTTPTransport.shared,
-        now: @escaping @Sendable () -> Date = { Date() }
+        clock: any BrokerClock = .system
     ) {
         self.cache = cache
         self.configuration = configuration
         self.logger = logger
         self.audit = audit
-        self.now = now
-        identityProviders = IdentityProviders(transport: transport, policy: configuration.retryPolicy, logger: logger)
+        self.clock = clock
+        identityProviders = IdentityProviders(
+            transport: transport,
+            policy: configuration.retryPolicy,
+            logger: logger,
+            clock: clock
+        )
     }
 
     /// The time now, in epoch seconds.
     var nowSeconds: Int64 {
-        Int64(now().timeIntervalSince1970)
+        clock.nowSeconds
     }
 
     /// `getLinuxBrokerVersion`: refuses a client of another protocol major.

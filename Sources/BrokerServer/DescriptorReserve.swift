@@ -1,4 +1,5 @@
 import BrokerProtocol
+import BrokerTime
 import Logging
 import NIOCore
 import Synchronization
@@ -22,10 +23,17 @@ final class DescriptorReserve: ChannelInboundHandler, Sendable {
     private let answer: [UInt8]
     private let logger: Logger
     private let refused: @Sendable (Int) -> Void
-    private let lastWarning = Mutex<ContinuousClock.Instant?>(nil)
+    private let lastWarning = Mutex<Duration?>(nil)
+    private let clock: any BrokerClock
 
     /// A reserve for `listeningSocket`; `refused` counts the connections answered busy.
-    init(listeningSocket: Int32, logger: Logger, refused: @escaping @Sendable (Int) -> Void) {
+    init(
+        listeningSocket: Int32,
+        logger: Logger,
+        clock: any BrokerClock,
+        refused: @escaping @Sendable (Int) -> Void
+    ) {
+        self.clock = clock
         self.listeningSocket = listeningSocket
         self.logger = logger
         self.refused = refused
@@ -87,7 +95,7 @@ final class DescriptorReserve: ChannelInboundHandler, Sendable {
 
     /// At most one warning every ten seconds: a flood must not flood the journal too.
     private func warn(answered: Int) {
-        let now = ContinuousClock.now
+        let now = clock.elapsed
         let due = lastWarning.withLock { last -> Bool in
             guard last.map({ now - $0 >= .seconds(10) }) ?? true else { return false }
             last = now

@@ -1,10 +1,12 @@
 import BrokerProtocol
+import BrokerTime
 import Foundation
 import Synchronization
 
 /// Counters for `getStatus`, updated from every connection.
 final class ServerMetrics: Sendable {
-    let startedAt = Date()
+    let clock: any BrokerClock
+    let startedAt: Date
     let openConnections = Atomic<Int>(0)
     let acceptedConnections = Atomic<Int>(0)
     let refusedConnections = Atomic<Int>(0)
@@ -14,16 +16,25 @@ final class ServerMetrics: Sendable {
     /// Numbers connections, so interactive flows know which one they belong to.
     let connectionSerial = Atomic<UInt64>(0)
     /// When a connection last opened or closed, in nanoseconds of the monotonic clock.
-    let lastActivity = Atomic<Int64>(ServerMetrics.monotonicNanoseconds)
+    let lastActivity: Atomic<Int64>
 
-    static var monotonicNanoseconds: Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    init(clock: any BrokerClock) {
+        self.clock = clock
+        startedAt = clock.now
+        lastActivity = Atomic(Self.nanoseconds(clock.elapsed))
     }
 
     func touch() {
-        lastActivity.store(Self.monotonicNanoseconds, ordering: .relaxed)
+        lastActivity.store(Self.nanoseconds(clock.elapsed), ordering: .relaxed)
+    }
+
+    /// How long since a connection last opened or closed.
+    var sinceLastActivity: Duration {
+        .nanoseconds(Self.nanoseconds(clock.elapsed) - lastActivity.load(ordering: .relaxed))
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
     }
 
     /// Open connections by peer process.
@@ -52,7 +63,7 @@ final class ServerMetrics: Sendable {
         failed.add(1, ordering: .relaxed)
         // Every string kept here is bounded: getStatus repeats the list to every caller.
         let entry = StatusResult.RecentError(
-            at: Int64(Date().timeIntervalSince1970 * 1000),
+            at: clock.nowMilliseconds,
             method: String(method.prefix(64)),
             errorCode: error.errorCode,
             message: error.message.count > Self.messageLimit

@@ -1,5 +1,6 @@
 public import BrokerCore
 import BrokerProtocol
+import BrokerTime
 import Foundation
 public import Logging
 import NIOCore
@@ -17,7 +18,7 @@ public final class SocketServer: Service {
     private let broker: TokenBroker
     private let logger: Logger
     private let group: MultiThreadedEventLoopGroup
-    private let metrics = ServerMetrics()
+    private let metrics: ServerMetrics
     private let onListening: @Sendable (SocketServer) -> Void
     private let details: StatusDetails
     private let unclaimed = UnclaimedConnections()
@@ -46,6 +47,7 @@ public final class SocketServer: Service {
     ) {
         self.configuration = configuration
         self.broker = broker
+        self.metrics = ServerMetrics(clock: broker.clock)
         self.details = details
         self.logger = logger
         self.group = group
@@ -151,7 +153,7 @@ public final class SocketServer: Service {
     /// How long no connection has been open; nil while one is.
     public var idleFor: Duration? {
         guard metrics.openConnections.load(ordering: .relaxed) == 0 else { return nil }
-        return .nanoseconds(ServerMetrics.monotonicNanoseconds - metrics.lastActivity.load(ordering: .relaxed))
+        return metrics.sinceLastActivity
     }
 
     /// One line for people (systemd's `STATUS=`): where it serves, connections, requests, accounts.
@@ -179,7 +181,7 @@ public final class SocketServer: Service {
             protocolVersion: WireProtocol.version,
             pid: getpid(),
             startedAt: Int64(started.timeIntervalSince1970 * 1000),
-            uptimeSeconds: Int64(Date().timeIntervalSince(started)),
+            uptimeSeconds: Int64(metrics.clock.now.timeIntervalSince(started)),
             socketPath: configuration.listener.path,
             activation: activation,
             stateDirectory: details.stateDirectory,
@@ -279,9 +281,10 @@ extension SocketServer {
     private func withReserve(_ bootstrap: ServerBootstrap, listening fd: Int32) -> ServerBootstrap {
         let metrics = metrics
         let logger = logger
+        let clock = broker.clock
         return bootstrap.serverChannelInitializer { channel in
             channel.eventLoop.makeCompletedFuture {
-                let reserve = DescriptorReserve(listeningSocket: fd, logger: logger) { count in
+                let reserve = DescriptorReserve(listeningSocket: fd, logger: logger, clock: clock) { count in
                     metrics.acceptedConnections.add(count, ordering: .relaxed)
                     metrics.refusedConnections.add(count, ordering: .relaxed)
                 }

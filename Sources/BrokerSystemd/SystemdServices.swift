@@ -1,3 +1,4 @@
+public import BrokerTime
 public import Logging
 public import ServiceLifecycle
 import UnixSignals
@@ -9,10 +10,16 @@ import UnixSignals
 public struct WatchdogService: Service {
     let interval: Duration?
     let statusLine: @Sendable () -> String
+    let clock: any BrokerClock
 
     /// Pings every `interval / 2` (none without an interval), and sends `statusLine()` whenever it changed.
-    public init(interval: Duration?, statusLine: @escaping @Sendable () -> String) {
+    public init(
+        interval: Duration?,
+        clock: any BrokerClock = .system,
+        statusLine: @escaping @Sendable () -> String
+    ) {
         self.interval = interval
+        self.clock = clock
         self.statusLine = statusLine
     }
 
@@ -21,7 +28,7 @@ public struct WatchdogService: Service {
         try? await cancelWhenGracefulShutdown {
             var lastStatus = ""
             while true {
-                try await Task.sleep(for: period)
+                try await clock.sleep(for: period)
                 var assignments: [String: String] = [:]
                 if interval != nil { assignments["WATCHDOG"] = "1" }
                 let status = statusLine()
@@ -75,6 +82,7 @@ public struct IdleExitService: Service {
     let isBusy: @Sendable () async -> Bool
     let logger: Logger
     let pollInterval: Duration
+    let clock: any BrokerClock
 
     /// Ends (successfully) once `idleFor()` (nil while a connection is open) reaches `after` and `isBusy()` is
     /// false, looking every `pollInterval`.
@@ -83,8 +91,10 @@ public struct IdleExitService: Service {
         idleFor: @escaping @Sendable () -> Duration?,
         isBusy: @escaping @Sendable () async -> Bool,
         logger: Logger,
-        pollInterval: Duration = .milliseconds(250)
+        pollInterval: Duration = .milliseconds(250),
+        clock: any BrokerClock = .system
     ) {
+        self.clock = clock
         self.after = after
         self.idleFor = idleFor
         self.isBusy = isBusy
@@ -94,7 +104,7 @@ public struct IdleExitService: Service {
 
     public func run() async throws {
         while !Task.isShuttingDownGracefully {
-            try? await Task.sleep(for: pollInterval)
+            try? await clock.sleep(for: pollInterval)
             guard let idle = idleFor(), idle >= after, await !isBusy() else { continue }
             logger.info(
                 "idle: exiting until the next connection",

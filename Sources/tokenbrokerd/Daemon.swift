@@ -6,6 +6,7 @@ import BrokerProtocol
 import BrokerServer
 import BrokerSettings
 import BrokerSystemd
+import BrokerTime
 import Foundation
 import Logging
 import NIOCore
@@ -183,7 +184,9 @@ struct Daemon: AsyncParsableCommand {
                 metadata: ["entry": "\(id)", "reason": "\(reason)"]
             )
         }
-        let audit = AuditLog(logger: Logger(label: "tokenbroker.audit"), window: .seconds(auditWindow))
+        // The one clock every time-dependent part reads (tests give theirs a clock they move by hand).
+        let clock = SystemClock()
+        let audit = AuditLog(logger: Logger(label: "tokenbroker.audit"), window: .seconds(auditWindow), clock: clock)
         let transport = try idpCAFile.map { try AsyncHTTPTransport.trusting(certificatesIn: $0) } ?? .shared
         let broker = TokenBroker(
             cache: cache,
@@ -208,7 +211,8 @@ struct Daemon: AsyncParsableCommand {
             ),
             logger: logger,
             audit: audit,
-            transport: transport
+            transport: transport,
+            clock: clock
         )
         let listener = try listener(environment: environment)
         let server = SocketServer(
@@ -234,8 +238,8 @@ struct Daemon: AsyncParsableCommand {
             return "Reloaded (log level \(levels.level)). " + server.statusLine
         }
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: WatchdogService(interval: Systemd.watchdogInterval()) { server.statusLine }),
-            .init(service: AuditFlushService(audit: audit, interval: .seconds(auditWindow))),
+            .init(service: WatchdogService(interval: Systemd.watchdogInterval(), clock: clock) { server.statusLine }),
+            .init(service: AuditFlushService(audit: audit, interval: .seconds(auditWindow), clock: clock)),
             .init(service: server),
             .init(service: ReloadService(reload: reload)),
         ]
@@ -246,7 +250,8 @@ struct Daemon: AsyncParsableCommand {
                         after: .seconds(idleExit),
                         idleFor: { server.idleFor },
                         isBusy: { broker.isBusy },
-                        logger: logger
+                        logger: logger,
+                        clock: clock
                     ),
                     successTerminationBehavior: .gracefullyShutdownGroup
                 )

@@ -6,9 +6,11 @@ import Foundation
 import Logging
 import Testing
 
-/// A broker over an in-memory store, with captured logs and a settable clock.
+/// A broker over an in-memory store, with captured logs and a test clock (which starts at the real time, as the
+/// cache fixtures' expiry times do).
 struct BrokerFixture {
     let broker: TokenBroker
+    let clock = TestClock(start: Date())
     let store: InMemoryTokenStore
     let logs: LogCapture
     /// The identity provider the broker talks to: by default one that refuses every refresh token.
@@ -32,8 +34,9 @@ struct BrokerFixture {
             cache: try await TokenCache(store: store),
             configuration: configuration,
             logger: logs.logger(label: "tokenbroker"),
-            audit: AuditLog(logger: logs.logger(label: "tokenbroker.audit"), window: auditWindow),
-            transport: transport
+            audit: AuditLog(logger: logs.logger(label: "tokenbroker.audit"), window: auditWindow, clock: clock),
+            transport: transport,
+            clock: clock
         )
     }
 

@@ -75,4 +75,19 @@ struct AuditTests {
         #expect(summaries.count == 1)
         #expect(summaries.first?.contains("repeats=4") == true)
     }
+
+    /// When the window ends on the clock, the next issuance writes the window's summary and is written itself.
+    @Test func aNewWindowStartsWhenTheClockSaysSo() async throws {
+        let fixture = try await BrokerFixture(auditWindow: .seconds(60))
+        for _ in 0..<3 { _ = try await fixture.silent() }
+        fixture.clock.advance(by: .seconds(59))
+        _ = try await fixture.silent()
+        await fixture.broker.audit.written()
+        #expect(fixture.logs.lines(containing: "token issued").count == 1)
+        fixture.clock.advance(by: .seconds(1))
+        _ = try await fixture.silent()
+        await fixture.broker.audit.written()
+        #expect(fixture.logs.lines(containing: "token issued again").first?.contains("repeats=3") == true)
+        #expect(fixture.logs.lines(containing: "token issued").filter { !$0.contains("again") }.count == 2)
+    }
 }

@@ -159,7 +159,7 @@ import Testing
         #expect(authorization.userCode == "ABCD-EFGH")
         #expect(authorization.prompt == "Go to https://idp.example/device")
         #expect(!"\(authorization)".contains("dc,"))
-        let clock = SkippingClock()
+        let clock = TestClock()
         let response = try await grant.poll(
             authorization,
             metadata: metadata,
@@ -212,7 +212,7 @@ import Testing
             metadata: metadata,
             via: endpoint,
             correlationId: "c",
-            clock: SkippingClock()
+            clock: TestClock()
         )
     }
 

@@ -5,51 +5,6 @@ import CryptoExtras
 import Foundation
 import Synchronization
 
-/// A clock whose sleeps return at once and move time forward: device code polling without waiting.
-final class SkippingClock: Clock, Sendable {
-    typealias Duration = Swift.Duration
-
-    struct Instant: InstantProtocol {
-        var offset: Swift.Duration
-
-        func advanced(by duration: Swift.Duration) -> Instant {
-            Instant(offset: offset + duration)
-        }
-
-        func duration(to other: Instant) -> Swift.Duration {
-            other.offset - offset
-        }
-
-        static func < (lhs: Instant, rhs: Instant) -> Bool {
-            lhs.offset < rhs.offset
-        }
-    }
-
-    private let current = Mutex(Instant(offset: .zero))
-    private let slept = Mutex<[Swift.Duration]>([])
-
-    var now: Instant {
-        current.withLock { $0 }
-    }
-
-    var minimumResolution: Swift.Duration {
-        .zero
-    }
-
-    func sleep(until deadline: Instant, tolerance: Swift.Duration?) async throws {
-        try Task.checkCancellation()
-        current.withLock { now in
-            slept.withLock { $0.append(now.duration(to: deadline)) }
-            if deadline > now { now = deadline }
-        }
-    }
-
-    /// Every sleep's length, in order.
-    var sleeps: [Swift.Duration] {
-        slept.withLock { $0 }
-    }
-}
-
 /// Signs JWTs the way a provider does, with keys made for the test.
 struct TestSigner {
     enum Key {

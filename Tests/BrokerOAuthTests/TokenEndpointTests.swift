@@ -9,12 +9,18 @@ import Testing
     let url = testURL("https://idp.example/token")
     let quick = RetryPolicy(initialBackoff: .milliseconds(1), maximumBackoff: .milliseconds(2))
 
-    func endpoint(_ transport: ScriptedTransport, policy: RetryPolicy? = nil) -> TokenEndpoint {
+    /// An endpoint on a test clock: its retries and throttle windows pass without waiting.
+    func endpoint(
+        _ transport: ScriptedTransport,
+        policy: RetryPolicy? = nil,
+        clock: TestClock = TestClock()
+    ) -> TokenEndpoint {
         TokenEndpoint(
             transport: transport,
             policy: policy ?? quick,
             productVersion: "test",
-            logger: Logger(label: "test")
+            logger: Logger(label: "test"),
+            clock: clock
         )
     }
 
@@ -86,9 +92,12 @@ import Testing
             .failure(TransportError(.connection, "refused")),
             ScriptedTransport.json(200, Self.success),
         ])
-        let response = try await endpoint(transport).redeem(refreshForm(), at: url, correlationId: "c")
+        let clock = TestClock()
+        let response = try await endpoint(transport, clock: clock).redeem(refreshForm(), at: url, correlationId: "c")
         #expect(response.accessToken.reveal() == "at-1")
         #expect(transport.sent.count == 3)
+        // Retry-After 0, then the backoff after the refused connection, both waited on the clock.
+        #expect(clock.sleeps.count == 2 && clock.sleeps[0] == .zero && clock.sleeps[1] > .zero)
         let headers = Dictionary(transport.sent[0].headers.map { ($0.name, $0.value) }, uniquingKeysWith: { a, _ in a })
         #expect(headers["client-request-id"] == "c")
         #expect(headers["Content-Type"] == "application/x-www-form-urlencoded")
@@ -123,7 +132,8 @@ import Testing
     }
 
     @Test func readsRetryAfterAsAnHTTPDate() async {
-        let date = Date().addingTimeInterval(90)
+        let clock = TestClock()
+        let date = clock.now.addingTimeInterval(90)
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
@@ -132,7 +142,7 @@ import Testing
             .response(HTTPResponse(status: 503, headers: [("retry-after", formatter.string(from: date))]))
         ])
         await #expect {
-            try await endpoint(transport).redeem(refreshForm(), at: url, correlationId: "c")
+            try await endpoint(transport, clock: clock).redeem(refreshForm(), at: url, correlationId: "c")
         } throws: { error in
             guard let wait = (error as? OAuthError)?.retryAfter else { return false }
             return wait > .seconds(80) && wait <= .seconds(90)
@@ -168,7 +178,8 @@ import Testing
         let transport = ScriptedTransport([
             ScriptedTransport.json(500, [:]), ScriptedTransport.json(200, Self.success),
         ])
-        let endpoint = endpoint(transport, policy: policy)
+        let clock = TestClock()
+        let endpoint = endpoint(transport, policy: policy, clock: clock)
         let key = ThrottleKey(["k"])
         await #expect(throws: OAuthError.self) {
             try await endpoint.redeem(refreshForm(), at: url, correlationId: "c", throttleKey: key)
@@ -177,7 +188,7 @@ import Testing
             try await endpoint.redeem(refreshForm(), at: url, correlationId: "c", throttleKey: key)
         }
         #expect(transport.sent.count == 1)
-        try await Task.sleep(for: .milliseconds(80))
+        clock.advance(by: .milliseconds(80))
         _ = try await endpoint.redeem(refreshForm(), at: url, correlationId: "c", throttleKey: key)
         #expect(transport.sent.count == 2)
     }

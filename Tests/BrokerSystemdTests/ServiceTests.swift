@@ -1,4 +1,5 @@
 import BrokerSystemd
+import BrokerTestSupport
 import Logging
 import Synchronization
 import Testing
@@ -30,6 +31,22 @@ struct ServiceTests {
         )
         try await service.run()
         #expect(asked.load(ordering: .relaxed) == 4)
+    }
+
+    /// Idle time is measured on the clock: the service polls every 250 ms of it and leaves once 30 s have passed.
+    @Test func measuresIdlenessOnTheClock() async throws {
+        let clock = TestClock()
+        let lastActivity = clock.elapsed
+        let service = IdleExitService(
+            after: .seconds(30),
+            idleFor: { clock.elapsed - lastActivity },
+            isBusy: { false },
+            logger: Logger(label: "test"),
+            clock: clock
+        )
+        try await service.run()
+        #expect(clock.elapsed == .seconds(30))
+        #expect(clock.sleeps.count == 120 && clock.sleeps.allSatisfy { $0 == .milliseconds(250) })
     }
 
     /// Not idle long enough, or a connection open (nil): busy is not even asked.

@@ -1,4 +1,5 @@
 import BrokerProtocol
+public import BrokerTime
 public import Foundation
 import GRDB
 
@@ -10,10 +11,12 @@ import GRDB
 public final class SQLiteTokenStore: TokenStore {
     private let pool: DatabasePool
     private let sealer: SecretSealer
+    private let clock: any BrokerClock
     private let encoder = WireEncoder()
 
     /// Opens (creating and migrating as needed) the database at `url`, checking it belongs with `sealer`'s key.
-    public init(url: URL, sealer: SecretSealer) throws {
+    public init(url: URL, sealer: SecretSealer, clock: any BrokerClock = .system) throws {
+        self.clock = clock
         var configuration = Configuration()
         configuration.label = "tokenbroker.cache"
         configuration.prepareDatabase { db in
@@ -119,7 +122,7 @@ public final class SQLiteTokenStore: TokenStore {
             return
         }
         // Seal outside the writer so the transaction holds the lock only for SQL.
-        let now = Int64(Date().timeIntervalSince1970)
+        let now = clock.nowSeconds
         let sealed = try changes.upserts.map { entry in
             let id = entry.id
             let rowID = sealer.rowID(section: id.section.name, key: id.key)

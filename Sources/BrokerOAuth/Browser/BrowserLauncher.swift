@@ -1,3 +1,4 @@
+public import BrokerTime
 public import Foundation
 import Synchronization
 
@@ -215,11 +216,11 @@ public final class LaunchedBrowser: Sendable {
     }
 
     /// The exit status if the process ends within `duration`, else nil.
-    public func exitStatus(within duration: Duration) async -> Int32? {
+    public func exitStatus(within duration: Duration, clock: any BrokerClock = .system) async -> Int32? {
         await withTaskGroup(of: Int32?.self) { group in
             group.addTask { await self.exitStatus() }
             group.addTask {
-                try? await Task.sleep(for: duration)
+                try? await clock.sleep(for: duration)
                 return nil
             }
             let first = await group.next() ?? nil

@@ -1,3 +1,4 @@
+public import BrokerTime
 import Foundation
 
 /// The discovery documents and signing keys of the providers the broker talks to, fetched once and kept.
@@ -10,12 +11,14 @@ public actor ProviderDirectory {
 
     private let transport: any HTTPTransport
     private let timeout: Duration
-    private var documents: [URL: (metadata: ProviderMetadata, fetched: ContinuousClock.Instant)] = [:]
+    private let clock: any BrokerClock
+    private var documents: [URL: (metadata: ProviderMetadata, fetched: Duration)] = [:]
     private let fetches = SingleFlight<URL, ProviderMetadata, OAuthError>()
     private var keySets: [URL: SigningKeys] = [:]
 
     /// Creates a directory that fetches over `transport`.
-    public init(transport: any HTTPTransport, timeout: Duration = .seconds(15)) {
+    public init(transport: any HTTPTransport, timeout: Duration = .seconds(15), clock: any BrokerClock = .system) {
+        self.clock = clock
         self.transport = transport
         self.timeout = timeout
     }
@@ -23,7 +26,7 @@ public actor ProviderDirectory {
     /// The discovery document of `authority`, validated against it.
     public func metadata(for authority: Authority) async throws(OAuthError) -> ProviderMetadata {
         let url = ProviderMetadata.discoveryURL(for: authority)
-        if let cached = documents[url], cached.fetched.duration(to: .now) < Self.documentLifetime {
+        if let cached = documents[url], clock.elapsed - cached.fetched < Self.documentLifetime {
             return cached.metadata
         }
         let transport = transport
@@ -31,7 +34,7 @@ public actor ProviderDirectory {
         let metadata = try await fetches.run(url) { () async throws(OAuthError) in
             try await Self.fetch(url, authority: authority, transport: transport, timeout: timeout).get()
         }
-        documents[url] = (metadata, .now)
+        documents[url] = (metadata, clock.elapsed)
         return metadata
     }
 
@@ -45,7 +48,7 @@ public actor ProviderDirectory {
     public func signingKeys(for metadata: ProviderMetadata) -> SigningKeys? {
         guard let url = metadata.jwksURI else { return nil }
         if let keys = keySets[url] { return keys }
-        let keys = SigningKeys(url: url, transport: transport, timeout: timeout)
+        let keys = SigningKeys(url: url, transport: transport, timeout: timeout, clock: clock)
         keySets[url] = keys
         return keys
     }
@@ -88,9 +91,11 @@ public actor SigningKeys {
     private let timeout: Duration
     private var keys: [JSONWebKey] = []
     private var fetched = false
-    private var refetched: ContinuousClock.Instant?
+    private let clock: any BrokerClock
+    private var refetched: Duration?
 
-    init(url: URL, transport: any HTTPTransport, timeout: Duration) {
+    init(url: URL, transport: any HTTPTransport, timeout: Duration, clock: any BrokerClock) {
+        self.clock = clock
         self.url = url
         self.transport = transport
         self.timeout = timeout
@@ -101,8 +106,8 @@ public actor SigningKeys {
         let found = matching(keyId, algorithm)
         if !found.isEmpty { return found }
         if fetched {
-            if let refetched, refetched.duration(to: .now) < Self.refetchInterval { return [] }
-            refetched = .now
+            if let refetched, clock.elapsed - refetched < Self.refetchInterval { return [] }
+            refetched = clock.elapsed
         }
         do {
             let body = try await transport.getJSON(url, what: "JWKS", timeout: timeout)

@@ -1,4 +1,5 @@
 public import BrokerProtocol
+public import BrokerTime
 
 /// What the device authorization endpoint answered (RFC 8628 §3.2): the code the user types and where.
 public struct DeviceAuthorization: Sendable, CustomStringConvertible {
@@ -116,15 +117,15 @@ public struct DeviceCodeGrant: Sendable {
     ///
     /// A provider briefly down does not end the wait; the codes expiring, the user declining, or any other error
     /// does. Cancel the task to stop polling.
-    public func poll<C: Clock>(
+    public func poll(
         _ authorization: DeviceAuthorization,
         metadata: ProviderMetadata,
         via endpoint: TokenEndpoint,
         correlationId: String,
-        clock: C
-    ) async throws(OAuthError) -> TokenResponse where C.Duration == Duration {
+        clock: any BrokerClock
+    ) async throws(OAuthError) -> TokenResponse {
         var interval = Duration.seconds(authorization.interval)
-        let deadline = clock.now.advanced(by: .seconds(authorization.expiresIn))
+        let deadline = clock.elapsed + .seconds(authorization.expiresIn)
         var form = FormBody()
         form.add("grant_type", Self.grantType)
         form.add("client_id", clientId)
@@ -132,11 +133,11 @@ public struct DeviceCodeGrant: Sendable {
         if requestsClientInfo { form.add("client_info", "1") }
         while true {
             do {
-                try await clock.sleep(until: clock.now.advanced(by: interval), tolerance: nil)
+                try await clock.sleep(for: interval)
             } catch {
                 throw OAuthError(.canceled, "the device code sign-in was canceled")
             }
-            guard clock.now < deadline else {
+            guard clock.elapsed < deadline else {
                 throw OAuthError(.expired, "the device code expired before the user signed in")
             }
             do {

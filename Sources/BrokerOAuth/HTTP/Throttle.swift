@@ -1,4 +1,5 @@
 public import BrokerProtocol
+import BrokerTime
 import Crypto
 import Synchronization
 
@@ -23,16 +24,22 @@ public struct ThrottleKey: Sendable, Hashable {
 final class Throttle: Sendable {
     private struct Entry {
         let error: OAuthError
-        let until: ContinuousClock.Instant
+        let until: Duration
     }
 
     private let entries = Mutex<[ThrottleKey: Entry]>([:])
+    private let clock: any BrokerClock
     /// Entries kept at most; the oldest are dropped beyond it.
     static let capacity = 4096
 
+    /// A throttle that reads the time from `clock`.
+    init(clock: any BrokerClock) {
+        self.clock = clock
+    }
+
     /// Throws the remembered failure of `key` while its window lasts.
     func check(_ key: ThrottleKey) throws(OAuthError) {
-        let now = ContinuousClock.now
+        let now = clock.elapsed
         let remembered: Entry? = entries.withLock { entries in
             guard let entry = entries[key] else { return nil }
             guard entry.until > now else {
@@ -43,7 +50,7 @@ final class Throttle: Sendable {
         }
         guard let remembered else { return }
         var error = remembered.error
-        let remaining = now.duration(to: remembered.until)
+        let remaining = remembered.until - now
         error.retryAfter = remaining
         error.message += " (the same request failed moments ago; not asking again for \(remaining.roundedUpSeconds) s)"
         throw error
@@ -51,10 +58,10 @@ final class Throttle: Sendable {
 
     /// Remembers `error` for `key` during `window`.
     func record(_ error: OAuthError, for key: ThrottleKey, _ window: Duration) {
-        let until = ContinuousClock.now + window
+        let until = clock.elapsed + window
         entries.withLock { entries in
             if entries.count >= Self.capacity {
-                let now = ContinuousClock.now
+                let now = clock.elapsed
                 entries = entries.filter { $0.value.until > now }
                 if entries.count >= Self.capacity, let oldest = entries.min(by: { $0.value.until < $1.value.until }) {
                     entries[oldest.key] = nil

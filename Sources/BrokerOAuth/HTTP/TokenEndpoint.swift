@@ -1,3 +1,4 @@
+public import BrokerTime
 public import Foundation
 public import Logging
 
@@ -74,6 +75,7 @@ public final class TokenEndpoint: Sendable {
     /// The retry and throttle settings.
     public let policy: RetryPolicy
     private let throttle: Throttle
+    private let clock: any BrokerClock
     private let productVersion: String
     private let logger: Logger
 
@@ -82,11 +84,13 @@ public final class TokenEndpoint: Sendable {
         transport: any HTTPTransport,
         policy: RetryPolicy = RetryPolicy(),
         productVersion: String,
-        logger: Logger
+        logger: Logger,
+        clock: any BrokerClock = .system
     ) {
         self.transport = transport
         self.policy = policy
-        self.throttle = Throttle()
+        self.clock = clock
+        self.throttle = Throttle(clock: clock)
         self.productVersion = productVersion
         self.logger = logger
     }
@@ -162,7 +166,7 @@ public final class TokenEndpoint: Sendable {
         let grant = form.value(of: "grant_type") ?? endpoint
         var attempt = 1
         while true {
-            let started = ContinuousClock.now
+            let started = clock.elapsed
             let failure: OAuthError
             do {
                 let response = try await transport.send(request, timeout: policy.requestTimeout)
@@ -170,11 +174,11 @@ public final class TokenEndpoint: Sendable {
                     "identity provider answered",
                     metadata: [
                         "endpoint": "\(url.absoluteString)", "grant": "\(grant)", "status": "\(response.status)",
-                        "attempt": "\(attempt)", "ms": "\((ContinuousClock.now - started).milliseconds)",
+                        "attempt": "\(attempt)", "ms": "\((clock.elapsed - started).milliseconds)",
                     ]
                 )
                 if response.status == 200 { return response.body }
-                failure = OAuthError.from(response, endpoint: endpoint)
+                failure = OAuthError.from(response, endpoint: endpoint, now: clock.now)
             } catch {
                 logger.debug(
                     "identity provider unreachable",
@@ -195,7 +199,7 @@ public final class TokenEndpoint: Sendable {
             guard pause <= policy.longestWait else { throw failure }
             logger.debug("retrying", metadata: ["endpoint": "\(url.absoluteString)", "after": "\(pause)"])
             do {
-                try await Task.sleep(for: pause)
+                try await clock.sleep(for: pause)
             } catch {
                 throw OAuthError(.canceled, "the request to the identity provider was canceled")
             }
