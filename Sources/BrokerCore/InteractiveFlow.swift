@@ -30,19 +30,35 @@ public enum FlowCancellation: Sendable, Hashable {
 }
 
 /// One running interactive sign-in, as `completeInteractiveFlow` and `cancelInteractiveFlow` find it.
+///
+/// A state machine: ``Phase`` says where the sign-in is, and every event (the grant made, a redirect, the app's
+/// URL, a cancel, the end) moves it under one lock. The redirect is judged once, when it arrives; the sign-in then
+/// redeems the code that judgement kept.
 final class InteractiveFlow: Sendable {
+    /// Where a sign-in is.
+    enum Phase {
+        /// Started: discovery, the loopback listener; no authorization request yet.
+        case starting
+        /// The authorization request is out: waiting for the provider's redirect to this grant.
+        case waitingForRedirect(AuthorizationCodeGrant)
+        /// The redirect came and is this flow's: its code (or the provider's error), redeemed now.
+        case completing(Result<Secret, OAuthError>)
+        /// Over: answered or failed.
+        case done
+        /// Stopped before a redirect came.
+        case canceled(FlowCancellation)
+    }
+
     let correlationId: String
     let owner: FlowOwner
     let webviewType: WebviewType
     private let state = Mutex<State>(State())
-    /// For `embedded`: the redirect URL the app hands back.
-    private let responses: AsyncStream<Secret>
-    private let responseSink: AsyncStream<Secret>.Continuation
+    /// For `embedded`: signals that the app handed back this flow's redirect.
+    private let responses: AsyncStream<Void>
+    private let responseSink: AsyncStream<Void>.Continuation
 
     private struct State {
-        var grant: AuthorizationCodeGrant?
-        var completed = false
-        var canceled: FlowCancellation?
+        var phase = Phase.starting
         var cancel: (@Sendable () -> Void)?
         var notified = false
     }
@@ -51,7 +67,7 @@ final class InteractiveFlow: Sendable {
         self.correlationId = correlationId
         self.owner = owner
         self.webviewType = webviewType
-        (responses, responseSink) = AsyncStream.makeStream(of: Secret.self, bufferingPolicy: .bufferingNewest(1))
+        (responses, responseSink) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     /// Sends a notification to the owner; remembers that one went out (failures then also notify).
@@ -65,22 +81,82 @@ final class InteractiveFlow: Sendable {
         state.withLock { $0.notified }
     }
 
-    /// The authorization code grant the flow waits on (browser and embedded types).
+    /// The authorization request is out: the flow now waits for the redirect to `grant`.
     func attach(_ grant: AuthorizationCodeGrant) {
-        state.withLock { $0.grant = grant }
+        state.withLock { state in
+            if case .starting = state.phase { state.phase = .waitingForRedirect(grant) }
+        }
     }
 
-    /// Whether a redirect that reached the loopback listener is this flow's.
+    /// Judges a redirect that reached the loopback listener: this flow's (kept, with its code or error) or not.
     func judge(redirect url: String) -> RedirectVerdict {
-        guard let grant = state.withLock({ $0.grant }) else { return .reject("the sign-in is not ready") }
+        state.withLock { state in
+            switch Self.accept(url, in: &state) {
+            case .accepted(let outcome): .accept(succeeded: (try? outcome.get()) != nil)
+            case .notOurs(let reason): .reject(reason)
+            }
+        }
+    }
+
+    /// `completeInteractiveFlow`: takes the app's redirect URL.
+    ///
+    /// - Returns: false when the flow is not `embedded` or no longer waits.
+    /// - Throws: `invalid_params` when the URL is not this flow's redirect (other target, wrong `state`); the flow
+    ///   keeps waiting.
+    func complete(with responseUrl: Secret) throws(BrokerFailure) -> Bool {
+        let verdict = state.withLock { state -> Acceptance? in
+            guard webviewType == .embedded, case .waitingForRedirect = state.phase else { return nil }
+            return Self.accept(responseUrl.reveal(), in: &state)
+        }
+        switch verdict {
+        case nil:
+            return false
+        case .notOurs(let reason)?:
+            throw BrokerFailure.invalidParams(
+                ParamField(CompleteInteractiveFlowParams.CodingKeys.responseUrl),
+                "\(reason); the flow keeps waiting"
+            )
+        case .accepted?:
+            responseSink.yield()
+            responseSink.finish()
+            return true
+        }
+    }
+
+    private enum Acceptance {
+        case accepted(Result<Secret, OAuthError>)
+        case notOurs(String)
+    }
+
+    /// The one judgement of a redirect: while waiting, a redirect of this grant moves the flow to completing.
+    private static func accept(_ url: String, in state: inout State) -> Acceptance {
+        guard case .waitingForRedirect(let grant) = state.phase else {
+            if case .starting = state.phase { return .notOurs("the sign-in is not ready") }
+            return .notOurs("the sign-in is no longer waiting for a redirect")
+        }
+        let outcome: Result<Secret, OAuthError>
         do throws(RedirectOutcomeError) {
-            _ = try grant.code(from: url)
-            return .accept(succeeded: true)
+            outcome = .success(try grant.code(from: url))
         } catch {
             switch error {
-            case .notOurs(let rejection): return .reject(rejection.reason)
-            case .failed: return .accept(succeeded: false)
+            case .notOurs(let rejection): return .notOurs(rejection.reason)
+            case .failed(let failure): outcome = .failure(failure)
             }
+        }
+        state.phase = .completing(outcome)
+        return .accepted(outcome)
+    }
+
+    /// The code the accepted redirect carried; the provider's error when it carried one instead.
+    func acceptedCode() throws(BrokerFailure) -> Secret {
+        let phase = state.withLock { $0.phase }
+        guard case .completing(let outcome) = phase else {
+            throw BrokerFailure(.userCanceled, "the sign-in was canceled")
+        }
+        do throws(OAuthError) {
+            return try outcome.get()
+        } catch {
+            throw BrokerFailure(oauth: error, correlationId: correlationId)
         }
     }
 
@@ -88,18 +164,23 @@ final class InteractiveFlow: Sendable {
     func onCancel(_ cancel: @escaping @Sendable () -> Void) {
         let canceledAlready = state.withLock { state -> Bool in
             state.cancel = cancel
-            return state.canceled != nil
+            if case .canceled = state.phase { return true }
+            return false
         }
         if canceledAlready { cancel() }
     }
 
-    /// Stops the flow; false when it had already finished.
+    /// Stops the flow while it waits; false once a redirect came or it ended.
     @discardableResult
     func cancel(_ reason: FlowCancellation = .byClient) -> Bool {
         let cancel = state.withLock { state -> (@Sendable () -> Void)?? in
-            guard !state.completed, state.canceled == nil else { return nil }
-            state.canceled = reason
-            return .some(state.cancel)
+            switch state.phase {
+            case .starting, .waitingForRedirect:
+                state.phase = .canceled(reason)
+                return .some(state.cancel)
+            case .completing, .done, .canceled:
+                return nil
+            }
         }
         guard let cancel else { return false }
         cancel?()
@@ -109,46 +190,25 @@ final class InteractiveFlow: Sendable {
 
     /// Why `cancel()` was called, if it was.
     var cancellation: FlowCancellation? {
-        state.withLock { $0.canceled }
-    }
-
-    /// `completeInteractiveFlow`: takes the app's redirect URL.
-    ///
-    /// - Returns: false when the flow is not `embedded` or no longer waits.
-    /// - Throws: `invalid_params` when the URL is not this flow's redirect (other target, wrong `state`); the flow
-    ///   keeps waiting.
-    func complete(with responseUrl: Secret) throws(BrokerFailure) -> Bool {
-        try state.withLock { state throws(BrokerFailure) -> Bool in
-            guard webviewType == .embedded, let grant = state.grant, !state.completed, state.canceled == nil else {
-                return false
-            }
-            do throws(RedirectOutcomeError) {
-                _ = try grant.code(from: responseUrl.reveal())
-            } catch {
-                if case .notOurs(let rejection) = error {
-                    throw BrokerFailure.invalidParams(
-                        ParamField(CompleteInteractiveFlowParams.CodingKeys.responseUrl),
-                        "\(rejection.reason); the flow keeps waiting"
-                    )
-                }
-            }
-            state.completed = true
-            responseSink.yield(responseUrl)
-            responseSink.finish()
-            return true
+        state.withLock { state in
+            if case .canceled(let reason) = state.phase { return reason }
+            return nil
         }
     }
 
     /// Marks the flow done: `completeInteractiveFlow` and `cancelInteractiveFlow` no longer find work.
     func finish() {
-        state.withLock { $0.completed = true }
+        state.withLock { state in
+            if case .canceled = state.phase { return }
+            state.phase = .done
+        }
         responseSink.finish()
     }
 
-    /// Waits for the URL handed to ``complete(with:)``; nil when canceled.
-    func embeddedResponse() async -> Secret? {
+    /// Waits until the app hands back this flow's redirect (``complete(with:)``); false when canceled.
+    func embeddedResponse() async -> Bool {
         var iterator = responses.makeAsyncIterator()
-        return await iterator.next()
+        return await iterator.next() != nil
     }
 }
 

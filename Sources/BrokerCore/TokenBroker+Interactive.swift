@@ -338,9 +338,9 @@ extension TokenBroker {
                 )
             }
             await flow.notify(.webAuthDidFinishLoad(WebAuthLoadNotification(correlationId: correlationId, url: url)))
-            let redirect = try await waitForRedirect(receiver, browser: browser)
+            _ = try await waitForRedirect(receiver, browser: browser)
             await receiver.close()
-            let code = try code(from: redirect, grant: grant, request: request)
+            let code = try flow.acceptedCode()
             await flow.notify(.webAuthDidComplete(WebAuthCompleteNotification(correlationId: correlationId)))
             return try await redeem(code, grant: grant, request: request, metadata: metadata)
         } catch {
@@ -394,10 +394,8 @@ extension TokenBroker {
         flow.attach(grant)
         let url = grant.authorizationURL.absoluteString
         await flow.notify(.webAuthDidStartLoad(WebAuthLoadNotification(correlationId: correlationId, url: url)))
-        guard let redirect = await flow.embeddedResponse() else {
-            throw BrokerFailure(.userCanceled, "the sign-in was canceled")
-        }
-        let code = try code(from: redirect, grant: grant, request: request)
+        guard await flow.embeddedResponse() else { throw BrokerFailure(.userCanceled, "the sign-in was canceled") }
+        let code = try flow.acceptedCode()
         await flow.notify(.webAuthDidComplete(WebAuthCompleteNotification(correlationId: correlationId)))
         return try await redeem(code, grant: grant, request: request, metadata: metadata)
     }
@@ -462,21 +460,6 @@ extension TokenBroker {
     }
 
     /// The code the redirect carries; its error (the user declined, …) as the failure of the sign-in.
-    private func code(
-        from redirect: Secret,
-        grant: AuthorizationCodeGrant,
-        request: SignInRequest
-    ) throws(BrokerFailure) -> Secret {
-        do throws(RedirectOutcomeError) {
-            return try grant.code(from: redirect.reveal())
-        } catch {
-            switch error {
-            case .notOurs(let rejection): throw BrokerFailure(.internalError, rejection.reason)
-            case .failed(let failure): throw BrokerFailure(oauth: failure, correlationId: request.correlationId)
-            }
-        }
-    }
-
     /// Redeems the code and stores the tokens.
     private func redeem(
         _ code: Secret,

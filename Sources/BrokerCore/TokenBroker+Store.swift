@@ -21,7 +21,7 @@ struct IssuedTokens {
     let accessToken: AccessToken
     let idToken: IdToken?
 
-    /// Builds the entries.
+    /// Builds the entries: one builder per kind, each from where the answer places the account.
     ///
     /// `claims` are the id_token's, already validated (nil when the response had none, or it is not kept);
     /// `redeemed` is the refresh token the response answered, removed when a new one replaces it.
@@ -33,99 +33,159 @@ struct IssuedTokens {
         in contents: borrowing CacheContents,
         now: Int64
     ) throws(BrokerFailure) {
-        let authority = context.authority
-        let clientInfo = response.clientInfo.flatMap(ClientInfo.init(encoded:))
-        let homeAccountId: String
-        if authority.isEntra, let clientInfo {
-            homeAccountId = clientInfo.homeAccountId
-        } else if let existing = context.account {
-            homeAccountId = existing.homeAccountId
-        } else if let subject = claims?["sub"]?.stringValue, !subject.isEmpty {
-            homeAccountId = subject
-        } else {
-            throw BrokerFailure(
-                .serverError,
-                "the identity provider's answer names no account (no client_info and no id_token)"
-            )
-        }
-        let existing =
-            context.account.flatMap { $0.homeAccountId == homeAccountId ? $0 : nil }
-        let environment =
-            existing.flatMap {
-                authority.environmentAliases.contains($0.environment.lowercased()) ? $0.environment : nil
-            }
-            ?? authority.environment
-        let realm: String
-        if authority.isEntra {
-            realm =
-                authority.fixedRealm ?? claims?["tid"]?.stringValue ?? clientInfo?.utid ?? existing?.realm ?? ""
-        } else {
-            realm = authority.fixedRealm ?? existing?.realm ?? ""
-        }
-
+        let place = try Placement(response, context: context, claims: claims)
         var upserts: [CacheEntry] = []
         var deletions: [EntryID] = []
 
-        // The account: refreshed from the id_token when one came, else kept as it is.
-        let accountEntry: AccountEntry
-        let previous = contents.accounts[
+        let (account, accountChanged) = Self.account(at: place, response: response, claims: claims, in: contents)
+        if accountChanged { upserts.append(.account(account)) }
+
+        let granted = response.scope.map { ScopeSet(target: $0) } ?? context.requestedScopes
+        let (accessToken, replacedAccessTokens) = Self.accessToken(
+            at: place,
+            response: response,
+            granted: granted,
+            context: context,
+            in: contents,
+            now: now
+        )
+        deletions += replacedAccessTokens
+        upserts.append(.accessToken(accessToken))
+
+        if let (refreshToken, replaced) = Self.refreshToken(
+            at: place,
+            response: response,
+            granted: granted,
+            context: context,
+            redeemed: redeemed,
+            in: contents,
+            now: now
+        ) {
+            deletions += replaced
+            upserts.append(.refreshToken(refreshToken))
+        }
+
+        // The id token, as it came (its claims were checked).
+        let idToken = claims == nil ? nil : Self.idToken(at: place, response: response, clientId: context.clientId)
+        if let idToken { upserts.append(.idToken(idToken)) }
+
+        // The app's metadata: seen, and in the family only when the provider said so.
+        upserts.append(
+            .appMetadata(
+                AppMetadata(clientId: context.clientId, environment: place.environment, familyId: response.familyId)
+            )
+        )
+
+        changes = CacheChanges(upserts: upserts, deletions: deletions)
+        self.account = account
+        self.accessToken = accessToken
+        self.idToken = idToken
+    }
+
+    /// Where an answer's tokens go: whose they are, in which environment and tenant.
+    struct Placement {
+        let homeAccountId: String
+        let environment: String
+        let realm: String
+        let authority: Authority
+        let clientInfo: ClientInfo?
+        /// The account the request was for, when the answer is about the same person.
+        let existing: AccountEntry?
+
+        init(_ response: TokenResponse, context: IssueContext, claims: [String: JSONValue]?) throws(BrokerFailure) {
+            authority = context.authority
+            clientInfo = response.clientInfo.flatMap(ClientInfo.init(encoded:))
+            if authority.isEntra, let clientInfo {
+                homeAccountId = clientInfo.homeAccountId
+            } else if let existing = context.account {
+                homeAccountId = existing.homeAccountId
+            } else if let subject = claims?["sub"]?.stringValue, !subject.isEmpty {
+                homeAccountId = subject
+            } else {
+                throw BrokerFailure(
+                    .serverError,
+                    "the identity provider's answer names no account (no client_info and no id_token)"
+                )
+            }
+            let homeAccountId = homeAccountId
+            existing = context.account.flatMap { $0.homeAccountId == homeAccountId ? $0 : nil }
+            let authority = authority
+            environment =
+                existing.flatMap {
+                    authority.environmentAliases.contains($0.environment.lowercased()) ? $0.environment : nil
+                }
+                ?? authority.environment
+            if authority.isEntra {
+                realm =
+                    authority.fixedRealm ?? claims?["tid"]?.stringValue ?? clientInfo?.utid ?? existing?.realm ?? ""
+            } else {
+                realm = authority.fixedRealm ?? existing?.realm ?? ""
+            }
+        }
+
+        /// A new account entry here.
+        func newAccount(localAccountId: String) -> AccountEntry {
             AccountEntry(
                 homeAccountId: homeAccountId,
                 environment: environment,
                 realm: realm,
-                localAccountId: "",
-                username: ""
-            ).id.key
-        ]
-        if let claims {
-            var account =
-                previous
-                ?? AccountEntry(
-                    homeAccountId: homeAccountId,
-                    environment: environment,
-                    realm: realm,
-                    localAccountId: "",
-                    username: "",
-                    authorityType: authority.isEntra ? "MSSTS" : "Generic"
-                )
-            account.localAccountId =
-                claims["oid"]?.stringValue ?? claims["sub"]?.stringValue ?? clientInfo?.uid ?? account.localAccountId
-            account.username =
-                claims["preferred_username"]?.stringValue ?? claims["upn"]?.stringValue
-                ?? claims["email"]?.stringValue ?? existing?.username ?? account.username
-            account.name = claims["name"]?.stringValue ?? account.name
-            account.givenName = claims["given_name"]?.stringValue ?? account.givenName
-            account.familyName = claims["family_name"]?.stringValue ?? account.familyName
-            if let encoded = response.clientInfo { account.clientInfo = encoded }
-            upserts.append(.account(account))
-            accountEntry = account
-        } else if let previous {
-            accountEntry = previous
-        } else {
-            var account =
-                existing
-                ?? AccountEntry(
-                    homeAccountId: homeAccountId,
-                    environment: environment,
-                    realm: realm,
-                    localAccountId: clientInfo?.uid ?? "",
-                    username: "",
-                    authorityType: authority.isEntra ? "MSSTS" : "Generic"
-                )
-            account.environment = environment
-            account.realm = realm
-            upserts.append(.account(account))
-            accountEntry = account
+                localAccountId: localAccountId,
+                username: "",
+                authorityType: authority.isEntra ? "MSSTS" : "Generic"
+            )
         }
+    }
 
-        // The access token, replacing the app's tokens whose scopes overlap (MSAL does the same).
-        let granted = response.scope.map { ScopeSet(target: $0) } ?? context.requestedScopes
+    /// The account: refreshed from the id_token when one came, else kept as it is; true when it must be written.
+    private static func account(
+        at place: Placement,
+        response: TokenResponse,
+        claims: [String: JSONValue]?,
+        in contents: borrowing CacheContents
+    ) -> (AccountEntry, changed: Bool) {
+        let key = AccountEntry(
+            homeAccountId: place.homeAccountId,
+            environment: place.environment,
+            realm: place.realm,
+            localAccountId: "",
+            username: ""
+        ).id.key
+        let previous = contents.accounts[key]
+        guard let claims else {
+            if let previous { return (previous, false) }
+            var account = place.existing ?? place.newAccount(localAccountId: place.clientInfo?.uid ?? "")
+            account.environment = place.environment
+            account.realm = place.realm
+            return (account, true)
+        }
+        var account = previous ?? place.newAccount(localAccountId: "")
+        account.localAccountId =
+            claims["oid"]?.stringValue ?? claims["sub"]?.stringValue ?? place.clientInfo?.uid ?? account.localAccountId
+        account.username =
+            claims["preferred_username"]?.stringValue ?? claims["upn"]?.stringValue ?? claims["email"]?.stringValue
+            ?? place.existing?.username ?? account.username
+        account.name = claims["name"]?.stringValue ?? account.name
+        account.givenName = claims["given_name"]?.stringValue ?? account.givenName
+        account.familyName = claims["family_name"]?.stringValue ?? account.familyName
+        if let encoded = response.clientInfo { account.clientInfo = encoded }
+        return (account, true)
+    }
+
+    /// The access token, and the app's tokens it replaces: those whose scopes overlap (MSAL does the same).
+    private static func accessToken(
+        at place: Placement,
+        response: TokenResponse,
+        granted: ScopeSet,
+        context: IssueContext,
+        in contents: borrowing CacheContents,
+        now: Int64
+    ) -> (AccessToken, replaced: [EntryID]) {
         let refreshIn = response.refreshIn ?? (response.expiresIn > 7200 ? response.expiresIn / 2 : nil)
-        let accessToken = AccessToken(
-            homeAccountId: homeAccountId,
-            environment: environment,
+        let token = AccessToken(
+            homeAccountId: place.homeAccountId,
+            environment: place.environment,
             clientId: context.clientId,
-            realm: realm,
+            realm: place.realm,
             target: granted.target,
             secret: response.accessToken,
             tokenType: response.tokenType,
@@ -134,66 +194,64 @@ struct IssuedTokens {
             extendedExpiresOn: response.extendedExpiresIn.map { now + $0 },
             refreshOn: refreshIn.map { now + $0 }
         )
-        for (old, scopes) in contents.accessTokens(
-            homeAccountId: homeAccountId,
+        let replaced = contents.accessTokens(
+            homeAccountId: place.homeAccountId,
             clientId: context.clientId,
-            realm: realm,
-            environments: authority.environmentAliases
-        ) where scopes.overlaps(granted) && old.id != accessToken.id {
-            deletions.append(old.id)
-        }
-        upserts.append(.accessToken(accessToken))
+            realm: place.realm,
+            environments: place.authority.environmentAliases
+        ).filter { old, scopes in scopes.overlaps(granted) && old.id != token.id }.map(\.token.id)
+        return (token, replaced)
+    }
 
-        // The refresh token: one per app and account. The redeemed one goes when the provider rotated it.
-        if let secret = response.refreshToken {
-            // The grant's scopes: kept across refreshes (a refresh does not widen or narrow the grant), set by a
-            // sign-in. Generic providers refuse a refresh that asks for more than the grant had. A multi-resource
-            // refresh token (from ADAL, without a target) stays one.
-            let grantScopes: String? =
-                if let redeemed { redeemed.target } else {
-                    ScopeSet(granted.scopes + (response.scope == nil ? Array(ScopeSet.reserved) : [])).target
-                }
-            let refreshToken = RefreshToken(
-                homeAccountId: homeAccountId,
-                environment: environment,
-                clientId: context.clientId,
-                target: grantScopes,
-                secret: secret,
-                familyId: response.familyId,
-                lastModificationTime: now
-            )
-            for old in contents.refreshTokens(homeAccountId: homeAccountId, environments: authority.environmentAliases)
-            where old.id != refreshToken.id
-                && (old.clientId.lowercased() == context.clientId.lowercased() || old.id == redeemed?.id)
-            {
-                deletions.append(old.id)
+    /// The refresh token, when one came, and those it replaces: one per app and account; the redeemed one goes when
+    /// the provider rotated it.
+    private static func refreshToken(
+        at place: Placement,
+        response: TokenResponse,
+        granted: ScopeSet,
+        context: IssueContext,
+        redeemed: RefreshToken?,
+        in contents: borrowing CacheContents,
+        now: Int64
+    ) -> (RefreshToken, replaced: [EntryID])? {
+        guard let secret = response.refreshToken else { return nil }
+        // The grant's scopes: kept across refreshes (a refresh does not widen or narrow the grant), set by a
+        // sign-in. Generic providers refuse a refresh that asks for more than the grant had. A multi-resource
+        // refresh token (from ADAL, without a target) stays one.
+        let grantScopes: String? =
+            if let redeemed { redeemed.target } else {
+                ScopeSet(granted.scopes + (response.scope == nil ? Array(ScopeSet.reserved) : [])).target
             }
-            upserts.append(.refreshToken(refreshToken))
-        }
+        let token = RefreshToken(
+            homeAccountId: place.homeAccountId,
+            environment: place.environment,
+            clientId: context.clientId,
+            target: grantScopes,
+            secret: secret,
+            familyId: response.familyId,
+            lastModificationTime: now
+        )
+        let replaced = contents.refreshTokens(
+            homeAccountId: place.homeAccountId,
+            environments: place.authority.environmentAliases
+        ).filter { old in
+            old.id != token.id
+                && (old.clientId.lowercased() == context.clientId.lowercased() || old.id == redeemed?.id)
+        }.map(\.id)
+        return (token, replaced)
+    }
 
-        // The id token, as it came (its claims were checked).
-        var idToken: IdToken?
-        if claims != nil, let secret = response.idToken {
-            let entry = IdToken(
-                homeAccountId: homeAccountId,
-                environment: environment,
-                realm: realm,
-                clientId: context.clientId,
+    /// The id token, when one came.
+    private static func idToken(at place: Placement, response: TokenResponse, clientId: String) -> IdToken? {
+        response.idToken.map { secret in
+            IdToken(
+                homeAccountId: place.homeAccountId,
+                environment: place.environment,
+                realm: place.realm,
+                clientId: clientId,
                 secret: secret
             )
-            upserts.append(.idToken(entry))
-            idToken = entry
         }
-
-        // The app's metadata: seen, and in the family only when the provider said so.
-        upserts.append(
-            .appMetadata(AppMetadata(clientId: context.clientId, environment: environment, familyId: response.familyId))
-        )
-
-        changes = CacheChanges(upserts: upserts, deletions: deletions)
-        account = accountEntry
-        self.accessToken = accessToken
-        self.idToken = idToken
     }
 }
 

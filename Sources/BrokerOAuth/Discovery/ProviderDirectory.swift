@@ -1,5 +1,6 @@
 public import BrokerTime
 import Foundation
+import Synchronization
 
 /// The discovery documents and signing keys of the providers the broker talks to, fetched once and kept.
 ///
@@ -12,7 +13,9 @@ public actor ProviderDirectory {
     private let transport: any HTTPTransport
     private let timeout: Duration
     private let clock: any BrokerClock
-    private var documents: [URL: (metadata: ProviderMetadata, fetched: Duration)] = [:]
+    /// Documents fetched, and when: written by the fetch itself, before the callers sharing it are let go, so a
+    /// caller that comes after finds the document rather than starting a fetch of its own.
+    private let documents = Mutex<[URL: (metadata: ProviderMetadata, fetched: Duration)]>([:])
     private let fetches = SingleFlight<URL, ProviderMetadata, OAuthError>()
     private var keySets: [URL: SigningKeys] = [:]
 
@@ -26,21 +29,22 @@ public actor ProviderDirectory {
     /// The discovery document of `authority`, validated against it.
     public func metadata(for authority: Authority) async throws(OAuthError) -> ProviderMetadata {
         let url = ProviderMetadata.discoveryURL(for: authority)
-        if let cached = documents[url], clock.elapsed - cached.fetched < Self.documentLifetime {
+        if let cached = documents.withLock({ $0[url] }), clock.elapsed - cached.fetched < Self.documentLifetime {
             return cached.metadata
         }
         let transport = transport
         let timeout = timeout
-        let metadata = try await fetches.run(url) { () async throws(OAuthError) in
-            try await Self.fetch(url, authority: authority, transport: transport, timeout: timeout).get()
+        let clock = clock
+        return try await fetches.run(url) { () async throws(OAuthError) in
+            let metadata = try await Self.fetch(url, authority: authority, transport: transport, timeout: timeout).get()
+            self.documents.withLock { $0[url] = (metadata, clock.elapsed) }
+            return metadata
         }
-        documents[url] = (metadata, clock.elapsed)
-        return metadata
     }
 
     /// Forgets every discovery document and key set (a reload): the next request fetches them again.
     public func forgetAll() {
-        documents.removeAll()
+        documents.withLock { $0.removeAll() }
         keySets.removeAll()
     }
 
