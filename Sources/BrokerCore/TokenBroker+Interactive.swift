@@ -459,7 +459,6 @@ extension TokenBroker {
         }
     }
 
-    /// The code the redirect carries; its error (the user declined, …) as the failure of the sign-in.
     /// Redeems the code and stores the tokens.
     private func redeem(
         _ code: Secret,
