@@ -76,7 +76,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The broker itself: the TokenBroker actor. No sockets, no NIO.
+        // The broker itself: TokenBroker and its method handlers. No sockets, no NIO.
         .target(
             name: "BrokerCore",
             dependencies: ["BrokerProtocol", "BrokerCache", "BrokerOAuth", "BrokerTime", logging],
