@@ -27,7 +27,7 @@ public final class TokenCache: Sendable {
         public var last: (reason: String, at: Int64)?
     }
 
-    /// Loads everything `store` holds; `databaseWasMissing` is what ``CacheLocation/openCache()`` found.
+    /// Loads everything `store` holds; `databaseWasMissing` is what ``CacheLocation/openCache(logger:clock:)`` found.
     ///
     /// A failed write is logged to `logger` at error level, and counted in ``writeFailures``.
     public init(
@@ -119,20 +119,25 @@ public struct CacheLocation: Sendable {
         stateDirectory.appending(path: "lock")
     }
 
-    /// Opens the cache over ``openStore()``.
+    /// Opens the cache over ``openStore(clock:)``.
     ///
     /// Where the key exists and the database does not (deleted, or lost with its directory), the new empty cache
     /// says so in ``TokenCache/databaseWasMissing``: every token the key sealed is gone, and the user should hear it.
-    public func openCache(logger: Logger? = nil) async throws -> TokenCache {
+    public func openCache(logger: Logger? = nil, clock: any BrokerClock = .system) async throws -> TokenCache {
         let databaseWasMissing =
             FileManager.default.fileExists(atPath: keyURL.path)
             && !FileManager.default.fileExists(atPath: databaseURL.path)
-        return try await TokenCache(store: try openStore(), databaseWasMissing: databaseWasMissing, logger: logger)
+        return try await TokenCache(
+            store: try openStore(clock: clock),
+            databaseWasMissing: databaseWasMissing,
+            logger: logger,
+            clock: clock
+        )
     }
 
     /// Opens the SQLite store: creates the directories 0700 and a new key only for a database without data;
     /// refuses a database whose key is missing or different.
-    public func openStore() throws -> SQLiteTokenStore {
+    public func openStore(clock: any BrokerClock = .system) throws -> SQLiteTokenStore {
         try Directories.ensurePrivateDirectory(stateDirectory)
         try Directories.ensurePrivateDirectory(databaseURL.deletingLastPathComponent())
         let key: KeyMemory
@@ -147,6 +152,6 @@ public struct CacheLocation: Sendable {
         } else {
             key = try KeyFile.create(keyURL)
         }
-        return try SQLiteTokenStore(url: databaseURL, sealer: try SecretSealer(key: key))
+        return try SQLiteTokenStore(url: databaseURL, sealer: try SecretSealer(key: key), clock: clock)
     }
 }

@@ -28,9 +28,7 @@ public final class AuditLog: Sendable {
 
     /// Who got what: everything an audit line says.
     struct Issuance: Hashable {
-        let pid: String
-        let process: String
-        let executable: String
+        let caller: CallerFields
         let clientId: String
         let scopes: String
         let account: String
@@ -58,9 +56,7 @@ public final class AuditLog: Sendable {
         correlationId: String
     ) {
         let issuance = Issuance(
-            pid: caller.pidText,
-            process: caller.processID.map(String.init) ?? "unknown",
-            executable: caller.executable ?? "unknown",
+            caller: CallerFields(caller),
             clientId: clientId,
             scopes: scopes.joined(separator: " "),
             account: account.username.isEmpty ? account.identifier : account.username,
@@ -103,15 +99,11 @@ public final class AuditLog: Sendable {
     }
 
     private func write(_ issuance: Issuance, correlationId: String?, repeats: Int?) {
-        var metadata: Logger.Metadata = [
-            "caller_pid": "\(issuance.pid)",
-            "caller_process": "\(issuance.process)",
-            "caller_exe": "\(issuance.executable)",
-            "client_id": "\(issuance.clientId)",
-            "scopes": "\(issuance.scopes)",
-            "account": "\(issuance.account)",
-            "source": "\(issuance.source)",
-        ]
+        var metadata = issuance.caller.metadata
+        metadata["client_id"] = "\(issuance.clientId)"
+        metadata["scopes"] = "\(issuance.scopes)"
+        metadata["account"] = "\(issuance.account)"
+        metadata["source"] = "\(issuance.source)"
         if let correlationId { metadata["correlation_id"] = "\(correlationId)" }
         if let repeats {
             metadata["repeats"] = "\(repeats)"
@@ -125,30 +117,42 @@ public final class AuditLog: Sendable {
     {
         sink.send(
             "cache \(what)",
-            [
-                "caller_pid": "\(caller.pidText)",
-                "caller_process": "\(caller.processID.map(String.init) ?? "unknown")",
-                "caller_exe": "\(caller.executable ?? "unknown")",
+            CallerFields(caller).metadata.merging([
                 "format": "\(format.rawValue)",
                 "entries": "\(counts.total)",
                 "correlation_id": "\(correlationId)",
-            ]
+            ]) { _, new in new }
         )
     }
 
     func accountRemoved(by caller: Caller, account: String, clientId: String?, removed: Int, correlationId: String) {
         sink.send(
             "account removed",
-            [
-                "caller_pid": "\(caller.pidText)",
-                "caller_process": "\(caller.processID.map(String.init) ?? "unknown")",
-                "caller_exe": "\(caller.executable ?? "unknown")",
+            CallerFields(caller).metadata.merging([
                 "account": "\(account)",
                 "client_id": "\(clientId ?? "all")",
                 "removed_credentials": "\(removed)",
                 "correlation_id": "\(correlationId)",
-            ]
+            ]) { _, new in new }
         )
+    }
+
+}
+
+/// Who the caller is, as every audit line names it.
+struct CallerFields: Hashable {
+    let pid: String
+    let process: String
+    let executable: String
+
+    init(_ caller: Caller) {
+        pid = caller.pidText
+        process = caller.processID.map(String.init) ?? "unknown"
+        executable = caller.executable ?? "unknown"
+    }
+
+    var metadata: Logger.Metadata {
+        ["caller_pid": "\(pid)", "caller_process": "\(process)", "caller_exe": "\(executable)"]
     }
 }
 

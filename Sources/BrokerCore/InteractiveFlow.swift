@@ -248,8 +248,8 @@ final class FlowRegistry: Sendable {
         flows.withLock { $0.values.filter { $0.owner.connection == connection } }
     }
 
-    /// How many run.
-    var count: Int {
-        flows.withLock { $0.count }
+    /// Whether none runs.
+    var isEmpty: Bool {
+        flows.withLock { $0.isEmpty }
     }
 }

@@ -11,6 +11,8 @@ struct SignInRequest: Sendable {
     let webviewType: WebviewType
     /// For `customBrowser`: the profile's command, from the user's configuration.
     let browserProfile: [String]
+    /// The browsers the user configured, read once for a sign-in in a browser.
+    let browsers: BrowserSettings
     /// The caller's display variables, and nothing else of its environment.
     let display: [String: String]
     let timeout: Duration
@@ -37,8 +39,10 @@ struct SignInRequest: Sendable {
         case .default: webviewType = graphical ? .systemBrowser : .deviceCode
         case let chosen: webviewType = chosen
         }
+        let usesBrowser = webviewType == .systemBrowser || webviewType == .customBrowser
+        browsers = usesBrowser ? broker.configuration.browsers() : BrowserSettings()
         if webviewType == .customBrowser {
-            let settings = broker.configuration.browsers()
+            let settings = browsers
             guard let name = params.browserProfile, !name.isEmpty else {
                 throw BrokerFailure.invalidParams(
                     ParamField(AcquireTokenInteractivelyParams.CodingKeys.browserProfile),
@@ -213,11 +217,6 @@ extension TokenBroker {
         for flow in flows.flows(ownedBy: connection) { flow.cancel(reason) }
     }
 
-    /// Interactive sign-ins running now.
-    public var interactiveFlowsRunning: Int {
-        flows.count
-    }
-
     /// The silent answer, when there is one.
     private func silentFirst(_ request: SignInRequest, caller: Caller) async -> AcquireTokenResult? {
         var parameters = AuthParameters(clientId: request.silent.clientId)
@@ -297,7 +296,7 @@ extension TokenBroker {
     ) async throws(BrokerFailure) -> TokenResult {
         let correlationId = request.correlationId
         let loopback = request.loopback
-        let settings = configuration.browsers()
+        let settings = request.browsers
         let receiver: LoopbackRedirectReceiver
         do {
             receiver = try await LoopbackRedirectReceiver.start(
@@ -338,7 +337,7 @@ extension TokenBroker {
                 )
             }
             await flow.notify(.webAuthDidFinishLoad(WebAuthLoadNotification(correlationId: correlationId, url: url)))
-            _ = try await waitForRedirect(receiver, browser: browser)
+            try await waitForRedirect(receiver, browser: browser)
             await receiver.close()
             let code = try flow.acceptedCode()
             await flow.notify(.webAuthDidComplete(WebAuthCompleteNotification(correlationId: correlationId)))
@@ -349,17 +348,18 @@ extension TokenBroker {
         }
     }
 
-    /// The redirect the listener accepted, unless the browser command fails first or the flow is canceled.
+    /// Waits until the listener accepted the redirect (the flow keeps its code), unless the browser command fails
+    /// first or the flow is canceled.
     private func waitForRedirect(
         _ receiver: LoopbackRedirectReceiver,
         browser: LaunchedBrowser
-    ) async throws(BrokerFailure) -> Secret {
-        let outcome = await withTaskGroup(of: Result<Secret, BrokerFailure>?.self) { group in
+    ) async throws(BrokerFailure) {
+        let outcome = await withTaskGroup(of: Result<Void, BrokerFailure>?.self) { group in
             group.addTask {
-                guard let url = await receiver.redirect() else {
+                guard await receiver.redirect() != nil else {
                     return .failure(BrokerFailure(.userCanceled, "the sign-in was canceled"))
                 }
-                return .success(Secret(url))
+                return .success(())
             }
             group.addTask {
                 guard let status = await browser.exitStatus(), status != 0 else { return nil }
@@ -370,7 +370,7 @@ extension TokenBroker {
                     )
                 )
             }
-            var decided: Result<Secret, BrokerFailure>?
+            var decided: Result<Void, BrokerFailure>?
             for await result in group {
                 if let result {
                     decided = result
@@ -381,7 +381,7 @@ extension TokenBroker {
             return decided
         }
         guard let outcome else { throw BrokerFailure(.userCanceled, "the sign-in was canceled") }
-        return try outcome.get()
+        try outcome.get()
     }
 
     private func embeddedSignIn(

@@ -34,7 +34,7 @@ extension TokenBroker {
     /// Whether anything is under way that must not be cut off: a refresh (its rotated token must be stored) or an
     /// interactive sign-in.
     public var isBusy: Bool {
-        !refreshes.isIdle || flows.count > 0
+        !refreshes.isIdle || !flows.isEmpty
     }
 
     /// Waits for the refreshes under way; call before the process exits, so no rotated refresh token is lost.

@@ -90,11 +90,6 @@ public final class TokenBroker: Sendable {
         cache.read { $0.count }
     }
 
-    /// Entries on disk that could not be opened at start-up.
-    public var damagedEntries: Int {
-        cache.damaged.count
-    }
-
     /// What went wrong with the cache's storage, for status.
     public var storeHealth: StatusResult.StoreHealth {
         let failures = cache.writeFailures

@@ -79,7 +79,7 @@ public struct ReloadService: Service {
 public struct IdleExitService: Service {
     let after: Duration
     let idleFor: @Sendable () -> Duration?
-    let isBusy: @Sendable () async -> Bool
+    let isBusy: @Sendable () -> Bool
     let logger: Logger
     let pollInterval: Duration
     let clock: any BrokerClock
@@ -89,7 +89,7 @@ public struct IdleExitService: Service {
     public init(
         after: Duration,
         idleFor: @escaping @Sendable () -> Duration?,
-        isBusy: @escaping @Sendable () async -> Bool,
+        isBusy: @escaping @Sendable () -> Bool,
         logger: Logger,
         pollInterval: Duration = .milliseconds(250),
         clock: any BrokerClock = .system
@@ -105,7 +105,7 @@ public struct IdleExitService: Service {
     public func run() async throws {
         while !Task.isShuttingDownGracefully {
             try? await clock.sleep(for: pollInterval)
-            guard let idle = idleFor(), idle >= after, await !isBusy() else { continue }
+            guard let idle = idleFor(), idle >= after, !isBusy() else { continue }
             logger.info(
                 "idle: exiting until the next connection",
                 metadata: ["idle_seconds": "\(idle.components.seconds)"]

@@ -37,13 +37,9 @@ enum Format {
         let app = token.app
         var parts = ["tokenbroker", "login", "--client-id", app.clientId]
         if let authority = app.authority { parts += ["--authority", authority] }
-        for scope in app.scopes { parts += ["--scope", shellQuoted(scope)] }
-        if let resource = app.resource { parts += ["--resource", shellQuoted(resource)] }
+        for scope in app.scopes { parts += ["--scope", ShellWords.quote(scope)] }
+        if let resource = app.resource { parts += ["--resource", ShellWords.quote(resource)] }
         return parts.joined(separator: " ")
-    }
-
-    static func shellQuoted(_ text: String) -> String {
-        ShellWords.quote(text)
     }
 }
 

@@ -168,7 +168,9 @@ struct Daemon: AsyncParsableCommand {
         let location = CacheLocation(stateDirectory: directory)
         try Directories.ensurePrivateDirectory(location.stateDirectory)
         let lock = try StateLock(location.lockURL)
-        let cache = try await location.openCache(logger: logger)
+        // The one clock every time-dependent part reads (tests give theirs a clock they move by hand).
+        let clock = SystemClock()
+        let cache = try await location.openCache(logger: logger, clock: clock)
         if cache.databaseWasMissing {
             logger.error(
                 "the cache database was missing beside its key: starting with an empty cache",
@@ -184,8 +186,6 @@ struct Daemon: AsyncParsableCommand {
                 metadata: ["entry": "\(id)", "reason": "\(reason)"]
             )
         }
-        // The one clock every time-dependent part reads (tests give theirs a clock they move by hand).
-        let clock = SystemClock()
         let audit = AuditLog(logger: Logger(label: "tokenbroker.audit"), window: .seconds(auditWindow), clock: clock)
         let transport = try idpCAFile.map { try AsyncHTTPTransport.trusting(certificatesIn: $0) } ?? .shared
         let broker = TokenBroker(
