@@ -158,7 +158,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "BrokerProtocolTests", dependencies: ["BrokerProtocol"], swiftSettings: swiftSettings),
-        .testTarget(name: "BrokerSettingsTests", dependencies: ["BrokerSettings"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "BrokerSettingsTests",
+            dependencies: ["BrokerSettings", "BrokerTestSupport"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "BrokerCacheTests",
             dependencies: ["BrokerCache", "BrokerProtocol", "BrokerTestSupport", grdb],

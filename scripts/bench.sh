@@ -29,7 +29,8 @@ start_daemon() {  # $1: name
   rm -rf "$WORK/$1"; mkdir -p "$WORK/$1"
   "$BIN/tokenbrokerd" --socket "$WORK/$1/broker.sock" --state-directory "$WORK/$1/state" 2>"$WORK/$1.log" &
   DAEMON=$!
-  for _ in $(seq 200); do [ -S "$WORK/$1/broker.sock" ] && break; sleep 0.02; done
+  for _ in $(seq 1500); do listening "$WORK/$1/broker.sock" && return; sleep 0.02; done
+  echo "the daemon did not listen within 30 s; see $WORK/$1.log" >&2; exit 1
 }
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 bench() { "$BIN/tokenbroker-bench" "$@" | tee -a "$RESULTS"; }

@@ -1,5 +1,9 @@
 # Shared helpers for scripts/*.sh (sourced, not run).
 
+# listening PATH: a connection to the Unix socket is taken (its file appears at bind(), a moment before listen()).
+# The system Python: no virtualenv needed.
+listening() { /usr/bin/python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' "$1" 2>/dev/null; }
+
 # Run as root or through sudo.
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi

@@ -104,7 +104,10 @@ struct ProtocolExamplesTests {
 
     static func resultType(_ method: MethodName) -> any (Decodable & Sendable).Type {
         func result(_ method: (some BrokerMethod).Type) -> any (Decodable & Sendable).Type { method.Result.self }
-        guard let named = Methods.named(method.rawValue) else { return JSONValue.self }
+        guard let named = Methods.named(method.rawValue) else {
+            Issue.record("\(method.rawValue) has no type in the method table")
+            return JSONValue.self
+        }
         return result(named)
     }
 }

@@ -1,4 +1,5 @@
 import BrokerSettings
+import BrokerTestSupport
 import Foundation
 import Testing
 
@@ -44,9 +45,8 @@ struct ConfigurationFileTests {
 
     /// Saving a profile replaces its line or adds one, keeps every other line, and makes the file private.
     @Test func savesAProfileKeepingTheRest() throws {
-        let directory = URL(filePath: NSTemporaryDirectory()).appending(path: "settings-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let file = ConfigurationFile(path: directory.appending(path: "tokenbroker/tokenbrokerd.conf").path)
+        let directory = try TemporaryDirectory(prefix: "settings")
+        let file = ConfigurationFile(path: directory.path("tokenbroker/tokenbrokerd.conf"))
         try file.saveBrowserProfile("work", command: ["firefox", "-P", "work profile"])
         #expect(file.read().browserProfiles["work"] == ["firefox", "-P", "work profile"])
         try Data("# mine\nlog-level = debug\nbrowser.work = old\n".utf8).write(to: file.url)

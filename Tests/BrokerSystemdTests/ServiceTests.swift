@@ -11,12 +11,10 @@ struct ServiceTests {
         #expect(try Systemd.brokerSocket(among: []) == nil)
         #expect(try Systemd.brokerSocket(among: [(3, "unknown")])?.fd == 3)
         #expect(try Systemd.brokerSocket(among: [(3, "other"), (4, "broker"), (5, "x")])?.fd == 4)
-        #expect(throws: Systemd.AmbiguousSockets.self) { try Systemd.brokerSocket(among: [(3, "a"), (4, "b")]) }
-        do {
-            _ = try Systemd.brokerSocket(among: [(3, "a"), (4, "b")])
-        } catch {
-            #expect(error.description.contains("FileDescriptorName=broker"))
+        let error = try #require(throws: Systemd.AmbiguousSockets.self) {
+            try Systemd.brokerSocket(among: [(3, "a"), (4, "b")])
         }
+        #expect(error.description.contains("FileDescriptorName=broker"))
     }
 
     /// Idle long enough but busy (a refresh under way): it waits; once not busy, it ends.

@@ -52,7 +52,10 @@ public final class DaemonProcess: Sendable {
         let process = try ChildProcess.spawn(
             try Binaries.url("tokenbrokerd").path,
             ["--socket", socketPath, "--state-directory", stateDirectory] + arguments,
-            environment: childEnvironment(["XDG_CONFIG_HOME": directory.path("config")].merging(environment) { $1 }),
+            // The developer's own BROWSER is no browser of the test's: the daemon tries it for systemBrowser.
+            environment: childEnvironment(
+                ["XDG_CONFIG_HOME": directory.path("config"), "BROWSER": ""].merging(environment) { $1 }
+            ),
             stdout: .file(logURL.path),
             stderr: .file(logURL.path)
         )

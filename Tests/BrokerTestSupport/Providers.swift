@@ -241,8 +241,14 @@ public enum TestPython {
 }
 
 /// A stand-in for a person at a browser: a script the broker runs as a `customBrowser` command.
-enum BrowserScript {
-    static func write(field: String, value: String, in directory: TemporaryDirectory, name: String) throws -> String {
+public enum BrowserScript {
+    /// Writes the script as `name` in `directory`: it posts `field=value` on the provider's page.
+    public static func write(
+        field: String,
+        value: String,
+        in directory: TemporaryDirectory,
+        name: String
+    ) throws -> String {
         let path = directory.path(name)
         // Given the loopback listener's start page, as a browser is: follow its redirect to the authorization URL,
         // POST the sign-in form there (as the page's form does), then follow the 302 back to the listener with a

@@ -143,7 +143,7 @@ actor AcknowledgedImports {
 /// Connects and closes on a thread of its own, as fast as it can, until stopped or the socket is gone.
 final class Connector: Sendable {
     private let socketPath: String
-    private let state = Mutex((connections: 0, stopped: false))
+    private let state = Mutex((connections: 0, stopped: false, ended: false))
 
     init(socketPath: String) {
         self.socketPath = socketPath
@@ -151,6 +151,7 @@ final class Connector: Sendable {
 
     func start() {
         Thread.detachNewThread { [self] in
+            defer { state.withLock { $0.ended = true } }
             while !state.withLock({ $0.stopped }) {
                 guard UnixSocket.canConnect(socketPath) else { return }
                 state.withLock { $0.connections += 1 }
@@ -162,9 +163,17 @@ final class Connector: Sendable {
         state.withLock { $0.stopped = true }
     }
 
-    /// Waits until this many connections were made.
+    /// Waits until this many connections were made; fails when the connector stopped short (the socket is gone)
+    /// or 30 s passed.
     func waitForConnections(_ count: Int) async throws {
-        while state.withLock({ $0.connections }) < count {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while true {
+            let (made, ended) = state.withLock { ($0.connections, $0.ended) }
+            if made >= count { return }
+            if ended { throw TestSetupError("the connector stopped after \(made) of \(count) connections") }
+            if ContinuousClock.now > deadline {
+                throw TestSetupError("only \(made) of \(count) connections in 30 s")
+            }
             try await Task.sleep(for: .milliseconds(5))
         }
     }

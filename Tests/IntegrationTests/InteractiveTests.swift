@@ -114,11 +114,17 @@ final class EventLog: Sendable {
         let events = EventLog()
         let browser = try EntraTestProvider.browser(signingIn: "grace@contoso.example", in: directory)
         try daemon.configuration.saveSystemBrowser([browser])
+        // A browser the client names: it leaves a mark if run, and fails, so a broker that tried it would go on.
+        let marker = directory.path("client-browser-ran")
+        let clientBrowser = directory.path("client-browser")
+        try "#!/bin/sh\ntouch '\(marker)'\nexit 1\n".write(toFile: clientBrowser, atomically: true, encoding: .utf8)
+        chmod(clientBrowser, 0o700)
         let result = try await broker.acquireToken(
-            try request(.systemBrowser, environment: ["BROWSER": "/nonexistent/client-browser", "DISPLAY": ":42"]),
+            try request(.systemBrowser, environment: ["BROWSER": clientBrowser, "DISPLAY": ":42"]),
             onEvent: events.record
         )
         #expect(result.account.username == "grace@contoso.example")
+        #expect(!FileManager.default.fileExists(atPath: marker), "the client's BROWSER was run")
         #expect(events.kinds == ["didStartLoad", "didFinishLoad", "didComplete"])
         try await finish()
     }
@@ -295,14 +301,7 @@ final class EventLog: Sendable {
 
     /// The user refuses on the provider's page: user_canceled.
     @Test func userDeniesInTheBrowser() async throws {
-        let script = directory.path("deny.sh")
-        try """
-        #!/bin/sh
-        authorize=$(curl --silent --output /dev/null --write-out '%{redirect_url}' "$1")
-        exec curl --silent --location --output /dev/null --data action=deny "$authorize"
-
-        """.write(toFile: script, atomically: true, encoding: .utf8)
-        chmod(script, 0o700)
+        let script = try BrowserScript.write(field: "action", value: "deny", in: directory, name: "deny.sh")
         let denied = try request(.customBrowser, browser: script)
         do {
             _ = try await broker.acquireToken(denied) { _ in }

@@ -20,8 +20,8 @@ wait_until() {
   until "$@"; do [ $SECONDS -ge $deadline ] && return 1; sleep 0.05; done
 }
 mode() { stat -c %a "$1"; }
-# listening PATH: a connection to the Unix socket is taken (its file appears at bind(), a moment before listen()).
-listening() { /usr/bin/python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' "$1" 2>/dev/null; }
+# listening PATH (scripts/lib.sh): the socket takes a connection.
+source "$SRC/scripts/lib.sh"
 
 [ "$(id -u)" = 0 ] || { echo "needs root (and: unshare -m --propagation private)"; exit 2; }
 # The project stays reachable at /srv: a scratch clone under /tmp would vanish under the new /tmp.

@@ -52,8 +52,11 @@ def descriptor_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def answers_quickly(ctx: Context, timeout: float = 5.0) -> float:
-    """A fresh connection's getStatus answered: the seconds it took (the daemon is serving)."""
+def answers_quickly(ctx: Context, timeout: float = 15.0) -> float:
+    """A fresh connection's getStatus answered: the seconds it took (the daemon is serving).
+
+    The bound is for a daemon that stopped serving, not a measurement: the time is printed, and a busy machine
+    must not fail the check."""
     started = time.monotonic()
     with BrokerClient(str(ctx.socket), connect_timeout=timeout) as client:
         client.call("getStatus", timeout=timeout)
@@ -66,12 +69,6 @@ def need_other_uid() -> None:
     if shutil.which("setpriv") is None:
         raise Skip("setpriv is not installed")
 
-
-def as_other_uid(code: str, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
-    """The system Python as uid 65534 running `code`."""
-    command = ["setpriv", f"--reuid={OTHER_UID}", f"--regid={OTHER_UID}", "--clear-groups", SYSTEM_PYTHON, "-c",
-               code, *args]
-    return subprocess.Popen(command, text=True, cwd="/", **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -174,6 +171,7 @@ def attack_escaped_keys(ctx: Context) -> None:
     probes = []
     while any(thread.is_alive() for thread in threads):
         probes.append(answers_quickly(ctx))
+        time.sleep(0.05)  # leave the senders the CPU: the probes only show that others are still served
     for thread in threads:
         thread.join()
     print(f"  # lines of escaped keys ({', '.join(f'{len(line) >> 10} KiB' for line in lines)}), 3 each, at once: "
@@ -215,17 +213,21 @@ if not redirect:  # only the start page, before the user's browser takes it
 found["redirectWithOwnCode"] = status(redirect + "?" + urllib.parse.urlencode({"code": "attacker-code",
                                                                            "state": state}))
 port = urllib.parse.urlsplit(redirect).port
-held, answered403 = [], 0
+held, answered403, other = [], 0, 0
 for _ in range(400):
     connection = socket.create_connection(("127.0.0.1", port), timeout=10)
     held.append(connection)
 for connection in held:
     connection.settimeout(3)
     try:
-        answered403 += connection.recv(64).startswith(b"HTTP/1.1 403")
+        reply = connection.recv(64)
     except OSError:
-        pass
-found["flood"] = {"connections": len(held), "answered403": answered403}
+        continue
+    if reply.startswith(b"HTTP/1.1 403"):
+        answered403 += 1
+    elif reply:
+        other += 1
+found["flood"] = {"connections": len(held), "answered403": answered403, "other": other}
 print(json.dumps(found), flush=True)
 sys.stdin.readline()
 '''
@@ -362,6 +364,8 @@ def attack_other_user_at_the_listener(ctx: Context) -> None:
                                                        f"{attacker.get('redirectWithOwnCode')}")
     flood = attacker.get("flood", {})
     expect(flood.get("connections") == 400, f"the flood made {flood.get('connections')} connections")
+    expect(flood.get("answered403", 0) > 0 and flood.get("other") == 0,
+           f"flood connections: {flood.get('answered403')} answered 403, {flood.get('other')} answered otherwise")
     expect(record.get("daemonDescriptors", 1 << 30) < 100,
            f"the daemon held {record.get('daemonDescriptors')} descriptors during the flood")
     expect(record.get("socketAnswered") is True, "the broker's socket did not answer during the flood")

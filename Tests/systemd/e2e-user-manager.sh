@@ -93,8 +93,12 @@ check "both accounts are there" [ "$(accounts)" = 2 ]
 
 # --- reload: RELOADING=1 … READY=1, same process
 PID=$(unit MainPID)
-check "no core dump: the unit's LimitCORE=0 reaches the broker" grep -Eq "^Max core file size +0 +0 " "/proc/$PID/limits"
-check "the unit raises the descriptor limit" grep -Eq "^Max open files +8192 " "/proc/$PID/limits"
+# The broker sets these limits and its umask itself too (ProcessHardening): the unit's own settings are checked
+# as the user manager reads them, and their effect on the running broker beside.
+check "the unit sets LimitCORE=0, LimitNOFILE=8192 and UMask=0077" \
+  [ "$(unit LimitCORE)/$(unit LimitNOFILE)/$(unit UMask)" = "0/8192/0077" ]
+check "no core dump: the broker runs with a core limit of 0" grep -Eq "^Max core file size +0 +0 " "/proc/$PID/limits"
+check "the broker may open 8192 descriptors" grep -Eq "^Max open files +8192 " "/proc/$PID/limits"
 check "the unit bounds the broker's memory" [ "$(unit MemoryMax)/$(unit MemoryHigh)" = "$((512 << 20))/$((256 << 20))" ]
 check "files the broker creates are private (UMask=0077)" [ "$(stat -c %a "$HOME/.local/state/tokenbroker/db/cache.sqlite3")" = 600 ]
 check "systemctl --user reload" systemctl --user reload tokenbrokerd.service
