@@ -136,7 +136,6 @@ public final class AuditLog: Sendable {
             ]) { _, new in new }
         )
     }
-
 }
 
 /// Who the caller is, as every audit line names it.
