@@ -196,7 +196,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BrokerClientTests",
-            dependencies: ["BrokerClient", "BrokerProtocol", "BrokerTestSupport"],
+            dependencies: ["BrokerClient", "BrokerProtocol", "BrokerTestSupport", nioCore, nioEmbedded],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -56,6 +56,9 @@ final class InteractiveFlow: Sendable {
     /// For `embedded`: signals that the app handed back this flow's redirect.
     private let responses: AsyncStream<Void>
     private let responseSink: AsyncStream<Void>.Continuation
+    /// The browser the sign-in started, once it did; finished without one when the flow shows no browser or ends.
+    private let browsers: AsyncStream<LaunchedBrowser>
+    private let browserSink: AsyncStream<LaunchedBrowser>.Continuation
 
     private struct State {
         var phase = Phase.starting
@@ -68,6 +71,11 @@ final class InteractiveFlow: Sendable {
         self.owner = owner
         self.webviewType = webviewType
         (responses, responseSink) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        (browsers, browserSink) = AsyncStream.makeStream(of: LaunchedBrowser.self, bufferingPolicy: .bufferingNewest(1))
+        switch webviewType {
+        case .systemBrowser, .customBrowser, .default: break
+        case .embedded, .deviceCode: browserSink.finish()
+        }
     }
 
     /// Sends a notification to the owner; remembers that one went out (failures then also notify).
@@ -185,6 +193,7 @@ final class InteractiveFlow: Sendable {
         guard let cancel else { return false }
         cancel?()
         responseSink.finish()
+        browserSink.finish()
         return true
     }
 
@@ -203,6 +212,19 @@ final class InteractiveFlow: Sendable {
             state.phase = .done
         }
         responseSink.finish()
+        browserSink.finish()
+    }
+
+    /// The sign-in started `browser`: its exit is now one of the events the flow races.
+    func launched(_ browser: LaunchedBrowser) {
+        browserSink.yield(browser)
+        browserSink.finish()
+    }
+
+    /// Waits for the browser the sign-in starts; nil when it starts none (or the flow ends first).
+    func launchedBrowser() async -> LaunchedBrowser? {
+        var iterator = browsers.makeAsyncIterator()
+        return await iterator.next()
     }
 
     /// Waits until the app hands back this flow's redirect (``complete(with:)``); false when canceled.

@@ -235,7 +235,10 @@ extension TokenBroker {
         }
     }
 
-    /// The flow itself, bounded by the request's timeout.
+    /// The flow itself: one race of the sign-in, the browser's exit and the timeout.
+    ///
+    /// The sign-in ends at the redirect, the app's URL or the device code's answer. Cancelling the flow cancels its
+    /// task, and with it the race.
     private func run(
         _ flow: InteractiveFlow,
         _ request: SignInRequest
@@ -246,6 +249,16 @@ extension TokenBroker {
         let outcome = await withTaskGroup(of: Result<TokenResult, BrokerFailure>?.self) { group in
             group.addTask {
                 await Result.capturing { () async throws(BrokerFailure) in try await self.signIn(flow, request) }
+            }
+            group.addTask {
+                guard let browser = await flow.launchedBrowser(), let status = await browser.exitStatus(), status != 0
+                else { return nil }
+                return .failure(
+                    BrokerFailure.invalidParams(
+                        ParamField(AcquireTokenInteractivelyParams.CodingKeys.webviewType),
+                        "\(browser.name) exited with status \(status) before the sign-in completed"
+                    )
+                )
             }
             group.addTask {
                 do {
@@ -261,9 +274,15 @@ extension TokenBroker {
                     )
                 )
             }
-            let first = await group.next() ?? nil
+            var decided: Result<TokenResult, BrokerFailure>?
+            for await result in group {
+                if let result {
+                    decided = result
+                    break
+                }
+            }
             group.cancelAll()
-            return first
+            return decided
         }
         guard let outcome else {
             throw BrokerFailure(.userCanceled, "the sign-in was canceled")
@@ -327,17 +346,26 @@ extension TokenBroker {
                         start,
                         profile: request.browserProfile,
                         settings: settings,
-                        display: request.display
+                        display: request.display,
+                        clock: clock
                     )
-                    : try await BrowserLauncher.openSystemBrowser(start, settings: settings, display: request.display)
+                    : try await BrowserLauncher.openSystemBrowser(
+                        start,
+                        settings: settings,
+                        display: request.display,
+                        clock: clock
+                    )
             } catch {
                 throw BrokerFailure.invalidParams(
                     ParamField(AcquireTokenInteractivelyParams.CodingKeys.webviewType),
                     error.reason
                 )
             }
+            flow.launched(browser)
             await flow.notify(.webAuthDidFinishLoad(WebAuthLoadNotification(correlationId: correlationId, url: url)))
-            try await waitForRedirect(receiver, browser: browser)
+            guard await receiver.redirect() != nil else {
+                throw BrokerFailure(.userCanceled, "the sign-in was canceled")
+            }
             await receiver.close()
             let code = try flow.acceptedCode()
             await flow.notify(.webAuthDidComplete(WebAuthCompleteNotification(correlationId: correlationId)))
@@ -346,42 +374,6 @@ extension TokenBroker {
             await receiver.close()
             throw error
         }
-    }
-
-    /// Waits until the listener accepted the redirect (the flow keeps its code), unless the browser command fails
-    /// first or the flow is canceled.
-    private func waitForRedirect(
-        _ receiver: LoopbackRedirectReceiver,
-        browser: LaunchedBrowser
-    ) async throws(BrokerFailure) {
-        let outcome = await withTaskGroup(of: Result<Void, BrokerFailure>?.self) { group in
-            group.addTask {
-                guard await receiver.redirect() != nil else {
-                    return .failure(BrokerFailure(.userCanceled, "the sign-in was canceled"))
-                }
-                return .success(())
-            }
-            group.addTask {
-                guard let status = await browser.exitStatus(), status != 0 else { return nil }
-                return .failure(
-                    BrokerFailure.invalidParams(
-                        ParamField(AcquireTokenInteractivelyParams.CodingKeys.webviewType),
-                        "\(browser.name) exited with status \(status) before the sign-in completed"
-                    )
-                )
-            }
-            var decided: Result<Void, BrokerFailure>?
-            for await result in group {
-                if let result {
-                    decided = result
-                    break
-                }
-            }
-            group.cancelAll()
-            return decided
-        }
-        guard let outcome else { throw BrokerFailure(.userCanceled, "the sign-in was canceled") }
-        try outcome.get()
     }
 
     private func embeddedSignIn(

@@ -1,6 +1,7 @@
 import BrokerOAuth
 import BrokerProtocol
 import BrokerTestSupport
+import BrokerTime
 import Foundation
 import Testing
 
@@ -175,7 +176,8 @@ import Testing
             url,
             profile: [script, "--new-window", "with space"],
             settings: settings(),
-            display: [:]
+            display: [:],
+            clock: .system
         )
         #expect(await browser.exitStatus() == 0)
         let arguments = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
@@ -184,7 +186,8 @@ import Testing
             url,
             profile: [script, "--app=%s", "x"],
             settings: settings(),
-            display: [:]
+            display: [:],
+            clock: .system
         )
         #expect(await again.exitStatus() == 0)
         let replaced = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
@@ -219,7 +222,13 @@ import Testing
         pthread_sigmask(SIG_SETMASK, &all, &previous)
         let browser: LaunchedBrowser
         do {
-            browser = try await BrowserLauncher.open(url, profile: [script], settings: settings(), display: [:])
+            browser = try await BrowserLauncher.open(
+                url,
+                profile: [script],
+                settings: settings(),
+                display: [:],
+                clock: .system
+            )
         } catch {
             pthread_sigmask(SIG_SETMASK, &previous, nil)
             throw error
@@ -244,7 +253,7 @@ import Testing
         }
         #expect(descriptors.sorted() == [0, 1, 2], "\(descriptors)")
         kill(pid, SIGTERM)
-        let exit = await browser.exitStatus(within: .seconds(10))
+        let exit = await browser.exitStatus(within: .seconds(10), clock: .system)
         reaped = exit != nil
         #expect(exit == 128 + SIGTERM, "the browser ended with \(exit.map(String.init) ?? "no status")")
     }
@@ -269,7 +278,13 @@ import Testing
         let directory = try TemporaryDirectory()
         let (script, _) = try recorder(in: directory, status: 3)
         await #expect {
-            _ = try await BrowserLauncher.open(url, profile: [script], settings: settings(), display: [:])
+            _ = try await BrowserLauncher.open(
+                url,
+                profile: [script],
+                settings: settings(),
+                display: [:],
+                clock: .system
+            )
         } throws: { error in
             "\(error)".contains("exited with status 3")
         }
@@ -278,7 +293,8 @@ import Testing
                 url,
                 profile: ["/nonexistent/browser"],
                 settings: settings(),
-                display: [:]
+                display: [:],
+                clock: .system
             )
         } throws: { error in
             "\(error)".contains("not found")
@@ -296,7 +312,8 @@ import Testing
                 systemBrowser: ["/nonexistent/configured"],
                 environment: ["BROWSER": "/nonexistent/first:\(script) --private %s", "PATH": "/usr/bin:/bin"]
             ),
-            display: [:]
+            display: [:],
+            clock: .system
         )
         #expect(await browser.exitStatus() == 0)
         let arguments = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").map(String.init)
@@ -329,7 +346,8 @@ import Testing
             _ = try await BrowserLauncher.openSystemBrowser(
                 url,
                 settings: settings(environment: ["BROWSER": "nobrowser", "PATH": "/nonexistent"]),
-                display: [:]
+                display: [:],
+                clock: .system
             )
         } throws: { error in
             let text = "\(error)"

@@ -299,6 +299,31 @@ final class EventLog: Sendable {
         try await finish()
     }
 
+    /// A browser that started well and then fails before any redirect came (it exits 4 once the page is out) ends
+    /// the sign-in at once, naming the browser, rather than leaving it to the timeout.
+    @Test func aBrowserThatFailsLaterEndsTheSignIn() async throws {
+        let loaded = directory.path("page-loaded")
+        let browser = directory.path("fails-later.sh")
+        try "#!/bin/sh\nwhile [ ! -e '\(loaded)' ]; do sleep 0.05; done\nexit 4\n"
+            .write(toFile: browser, atomically: true, encoding: .utf8)
+        chmod(browser, 0o700)
+        let events = EventLog()
+        let failing = try request(.customBrowser, browser: browser)
+        do {
+            _ = try await broker.acquireToken(failing) { event in
+                events.record(event)
+                if case .didFinishLoad = event { _ = FileManager.default.createFile(atPath: loaded, contents: nil) }
+            }
+            Issue.record("a sign-in whose browser failed succeeded")
+        } catch {
+            #expect(error.code == .invalidRequest)
+            #expect(error.details?.field == "params.webviewType")
+            #expect(error.message.contains("exited with status 4 before the sign-in completed"))
+        }
+        #expect(events.kinds == ["didStartLoad", "didFinishLoad", "didFail"])
+        try await finish()
+    }
+
     /// The user refuses on the provider's page: user_canceled.
     @Test func userDeniesInTheBrowser() async throws {
         let script = try BrowserScript.write(field: "action", value: "deny", in: directory, name: "deny.sh")

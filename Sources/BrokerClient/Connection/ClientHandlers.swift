@@ -2,16 +2,24 @@ import BrokerProtocol
 import NIOCore
 
 /// Splits the broker's byte stream into lines, bounded by the largest response the protocol allows.
+///
+/// Remembers how far it has looked for the newline, so a large answer arriving in many reads is scanned once.
 struct LineDecoder: ByteToMessageDecoder {
     typealias InboundOut = ByteBuffer
 
-    func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        guard let newline = buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) else {
-            if buffer.readableBytes > WireProtocol.maximumResponseBytes {
+    /// Bytes after the reader index already known to hold no newline.
+    private var scanned = 0
+
+    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        let unscanned = buffer.readableBytesView.dropFirst(scanned)
+        guard let newline = unscanned.firstIndex(of: UInt8(ascii: "\n")) else {
+            scanned = buffer.readableBytes
+            if scanned > WireProtocol.maximumResponseBytes {
                 throw BrokerError(.internal, "the broker sent a message larger than the protocol allows")
             }
             return .needMoreData
         }
+        scanned = 0
         let length = newline - buffer.readerIndex
         guard let line = buffer.readSlice(length: length) else { return .needMoreData }
         buffer.moveReaderIndex(forwardBy: 1)

@@ -66,12 +66,18 @@ public enum BrowserLauncher {
     public static func openSystemBrowser(
         _ url: URL,
         settings: BrowserSettings,
-        display: [String: String]
+        display: [String: String],
+        clock: any BrokerClock
     ) async throws(BrowserError) -> LaunchedBrowser {
         var failures: [String] = []
         for command in settings.systemBrowsers + [["xdg-open"]] {
             do {
-                return try await launch(withURL(command, url), display: display, own: settings.environment)
+                return try await launch(
+                    withURL(command, url),
+                    display: display,
+                    own: settings.environment,
+                    clock: clock
+                )
             } catch {
                 failures.append(error.reason)
             }
@@ -87,10 +93,11 @@ public enum BrowserLauncher {
         _ url: URL,
         profile command: [String],
         settings: BrowserSettings,
-        display: [String: String]
+        display: [String: String],
+        clock: any BrokerClock
     ) async throws(BrowserError) -> LaunchedBrowser {
         guard let program = command.first, !program.isEmpty else { throw BrowserError("the browser profile is empty") }
-        return try await launch(withURL(command, url), display: display, own: settings.environment)
+        return try await launch(withURL(command, url), display: display, own: settings.environment, clock: clock)
     }
 
     private static func withURL(_ command: [String], _ url: URL) -> [String] {
@@ -120,7 +127,8 @@ public enum BrowserLauncher {
     static func launch(
         _ argv: [String],
         display: [String: String],
-        own: [String: String]
+        own: [String: String],
+        clock: any BrokerClock
     ) async throws(BrowserError) -> LaunchedBrowser {
         let name = argv[0]
         let path = own["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
@@ -143,7 +151,7 @@ public enum BrowserLauncher {
         let browser = LaunchedBrowser(name: name)
         browser.started(pid: pid)
         ChildProcess.onExit(of: pid) { status in browser.exited(status) }
-        if let status = await browser.exitStatus(within: settleTime), status != 0 {
+        if let status = await browser.exitStatus(within: settleTime, clock: clock), status != 0 {
             throw BrowserError("\(name) exited with status \(status)")
         }
         return browser
@@ -216,7 +224,7 @@ public final class LaunchedBrowser: Sendable {
     }
 
     /// The exit status if the process ends within `duration`, else nil.
-    public func exitStatus(within duration: Duration, clock: any BrokerClock = .system) async -> Int32? {
+    public func exitStatus(within duration: Duration, clock: any BrokerClock) async -> Int32? {
         await withTaskGroup(of: Int32?.self) { group in
             group.addTask { await self.exitStatus() }
             group.addTask {
