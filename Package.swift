@@ -98,6 +98,14 @@ let package = Package(
             dependencies: ["CSystemd", "BrokerTime", logging, serviceLifecycle, unixSignals],
             swiftSettings: swiftSettings
         ),
+        // Microsoft's Broker1 interface on the session bus (sd-bus): a second door into the same broker.
+        .target(
+            name: "BrokerDBus",
+            dependencies: [
+                "BrokerCore", "BrokerOAuth", "BrokerProtocol", "BrokerTime", "CSystemd", logging, serviceLifecycle,
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The Unix-socket server: framing, peer credentials, limits, JSON-RPC dispatch.
         .target(
             name: "BrokerServer",
@@ -112,7 +120,8 @@ let package = Package(
             name: "tokenbrokerd",
             dependencies: [
                 "BrokerServer", "BrokerCore", "BrokerCache", "BrokerOAuth", "BrokerProtocol", "BrokerSystemd",
-                "BrokerSettings", "BrokerTime", "CLinuxSupport", argumentParser, logging, serviceLifecycle, unixSignals,
+                "BrokerDBus", "BrokerSettings", "BrokerTime", "CLinuxSupport", argumentParser, logging,
+                serviceLifecycle, unixSignals,
                 nioCore,
                 nioPosix,
             ],
@@ -192,6 +201,11 @@ let package = Package(
         .testTarget(
             name: "BrokerSystemdTests",
             dependencies: ["BrokerSystemd", "BrokerProtocol", "BrokerTestSupport", "BrokerTime", logging],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BrokerDBusTests",
+            dependencies: ["BrokerDBus", "BrokerCore", "BrokerCache", "BrokerProtocol", "BrokerTestSupport", logging],
             swiftSettings: swiftSettings
         ),
         .testTarget(

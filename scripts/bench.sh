@@ -27,7 +27,7 @@ trap cleanup EXIT
 
 start_daemon() {  # $1: name
   rm -rf "$WORK/$1"; mkdir -p "$WORK/$1"
-  "$BIN/tokenbrokerd" --socket "$WORK/$1/broker.sock" --state-directory "$WORK/$1/state" 2>"$WORK/$1.log" &
+  "$BIN/tokenbrokerd" --no-bus --socket "$WORK/$1/broker.sock" --state-directory "$WORK/$1/state" 2>"$WORK/$1.log" &
   DAEMON=$!
   for _ in $(seq 1500); do listening "$WORK/$1/broker.sock" && return; sleep 0.02; done
   echo "the daemon did not listen within 30 s; see $WORK/$1.log" >&2; exit 1
@@ -91,7 +91,7 @@ CLIENT=aaaaaaaa-0000-4000-8000-00000000000a
 rm -rf "$WORK/refresh"; mkdir -p "$WORK/refresh"
 # The browser profile the login saves goes to a configuration of the benchmark's own, not the user's.
 export XDG_CONFIG_HOME="$WORK/config"
-"$BIN/tokenbrokerd" --socket "$WORK/refresh/broker.sock" --state-directory "$WORK/refresh/state" \
+"$BIN/tokenbrokerd" --no-bus --socket "$WORK/refresh/broker.sock" --state-directory "$WORK/refresh/state" \
   --entra-host "127.0.0.1:$IDP_PORT" 2>"$WORK/refresh.log" & DAEMON=$!
 for _ in $(seq 200); do [ -S "$WORK/refresh/broker.sock" ] && break; sleep 0.02; done
 # A browser: GET the start page it is given (the sign-in URL is never on a command line), then sign in where it

@@ -2,7 +2,8 @@
 # Installs tokenbroker for the current user and starts it.
 #
 # Builds in release, installs tokenbroker and tokenbrokerd into ~/.local/bin and the systemd user units into
-# ~/.config/systemd/user, reloads the user manager and enables the socket: the broker then starts on the first
+# ~/.config/systemd/user (and the D-Bus activation file for MSAL apps into ~/.local/share/dbus-1/services), reloads
+# the user manager and enables the socket: the broker then starts on the first
 # connection, at every login. Where no user manager runs (a container, CI, a plain root shell), it says so
 # and runs tokenbrokerd in the foreground instead. Run it again to upgrade; tokens are kept.
 #
@@ -32,6 +33,8 @@ done
 BIN_DIR="${XDG_BIN_HOME:-$HOME/.local/bin}"
 UNIT_DIR="${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user"
 STATE_DIR="${XDG_STATE_HOME:-$HOME/.local/state}/tokenbroker"
+DBUS_DIR="${XDG_DATA_HOME:-$HOME/.local/share}/dbus-1/services"
+BUS_NAME=com.microsoft.identity.broker1
 
 # A shell without a login session (su, sudo -i, ssh without pam_systemd) has no XDG_RUNTIME_DIR; a user manager
 # may still run in /run/user/<uid> (lingering). The broker's socket rule looks there too (Protocol/ §2.1).
@@ -50,7 +53,7 @@ if [ "$UNINSTALL" = 1 ]; then
     systemctl --user disable --now tokenbrokerd.socket >/dev/null 2>&1 || true
     systemctl --user stop tokenbrokerd.service >/dev/null 2>&1 || true
   fi
-  rm -f "$UNIT_DIR/tokenbrokerd.socket" "$UNIT_DIR/tokenbrokerd.service"
+  rm -f "$UNIT_DIR/tokenbrokerd.socket" "$UNIT_DIR/tokenbrokerd.service" "$DBUS_DIR/$BUS_NAME.service"
   have_user_manager && systemctl --user daemon-reload
   rm -f "$BIN_DIR/tokenbrokerd" "$BIN_DIR/tokenbroker"
   if [ "$PURGE" = 1 ]; then
@@ -95,6 +98,18 @@ install -m 0644 systemd/tokenbrokerd.socket "$UNIT_DIR/tokenbrokerd.socket"
 sed -e "s|@BIN@|$BIN_DIR/tokenbrokerd|" -e "s|@STATE@|$STATE_DIR|" systemd/tokenbrokerd.service.in \
   > "$UNIT_DIR/tokenbrokerd.service.new"
 mv "$UNIT_DIR/tokenbrokerd.service.new" "$UNIT_DIR/tokenbrokerd.service"
+# Bus activation for MSAL apps (Broker1), unless another broker provides the name: never shadow it.
+other_broker=""
+for directory in /usr/share/dbus-1/services /usr/local/share/dbus-1/services; do
+  [ -e "$directory/$BUS_NAME.service" ] && other_broker="$directory/$BUS_NAME.service"
+done
+if [ -n "$other_broker" ]; then
+  echo "note: another broker provides $BUS_NAME ($other_broker): MSAL apps keep using it; tokenbroker"
+  echo "      answers them only while that one is not running"
+else
+  mkdir -p "$DBUS_DIR"
+  install -m 0644 systemd/$BUS_NAME.service "$DBUS_DIR/$BUS_NAME.service"
+fi
 systemctl --user daemon-reload
 if [ "$RUN" = 1 ]; then
   systemctl --user enable --now tokenbrokerd.socket

@@ -143,15 +143,20 @@ struct CallerFields: Hashable {
     let pid: String
     let process: String
     let executable: String
+    let via: Caller.FrontEnd
 
     init(_ caller: Caller) {
         pid = caller.pidText
         process = caller.processID.map(String.init) ?? "unknown"
         executable = caller.executable ?? "unknown"
+        via = caller.via
     }
 
     var metadata: Logger.Metadata {
-        ["caller_pid": "\(pid)", "caller_process": "\(process)", "caller_exe": "\(executable)"]
+        [
+            "caller_pid": "\(pid)", "caller_process": "\(process)", "caller_exe": "\(executable)",
+            "caller_via": "\(via.rawValue)",
+        ]
     }
 }
 

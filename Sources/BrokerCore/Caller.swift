@@ -10,14 +10,32 @@ public struct Caller: Sendable, Hashable, CustomStringConvertible {
     public var executable: String?
     /// An id of the peer process that is never reused (its pidfd's pidfs inode), where the kernel has one.
     public var processID: UInt64?
+    /// The door the request came through.
+    public var via: FrontEnd
+
+    /// The broker's doors.
+    public enum FrontEnd: String, Sendable, Hashable {
+        /// The Unix socket and its JSON-RPC protocol.
+        case socket
+        /// Microsoft's Broker1 interface on the session bus.
+        case bus
+    }
 
     /// Creates a caller.
-    public init(pid: Int32, uid: UInt32, gid: UInt32, executable: String?, processID: UInt64? = nil) {
+    public init(
+        pid: Int32,
+        uid: UInt32,
+        gid: UInt32,
+        executable: String?,
+        processID: UInt64? = nil,
+        via: FrontEnd = .socket
+    ) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
         self.executable = executable
         self.processID = processID
+        self.via = via
     }
 
     /// The pid for a log line: `123`, or `outside` for a peer outside the daemon's pid namespace (which has no
@@ -26,8 +44,8 @@ public struct Caller: Sendable, Hashable, CustomStringConvertible {
         pid > 0 ? "\(pid)" : "outside"
     }
 
-    /// `pid 123 (/usr/bin/app)`.
+    /// `pid 123 (/usr/bin/app)`, and ` over the bus` for a Broker1 caller.
     public var description: String {
-        "pid \(pidText) (\(executable ?? "unknown executable"))"
+        "pid \(pidText) (\(executable ?? "unknown executable"))" + (via == .bus ? " over the bus" : "")
     }
 }

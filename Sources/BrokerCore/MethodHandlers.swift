@@ -55,15 +55,16 @@ public struct MethodHandlers: Sendable {
 extension TokenBroker {
     /// The broker's handler for every method of the table.
     ///
-    /// `status` answers `getStatus`: what the front end knows of its connections joins what the broker knows.
-    public func handlers(status: @escaping @Sendable () -> StatusResult) -> MethodHandlers {
+    /// `status` answers `getStatus`: what the front end knows of its connections joins what the broker knows; a
+    /// front end without `getStatus` (the bus) passes nil.
+    public func handlers(status: (@Sendable () -> StatusResult)?) -> MethodHandlers {
         var handlers = MethodHandlers()
         handlers.on(Methods.GetLinuxBrokerVersion.self) { params, _ throws(BrokerFailure) in
             .now(try self.version(params))
         }
         handlers.on(Methods.GetAccounts.self) { params, _ throws(BrokerFailure) in .now(try self.accounts(params)) }
         handlers.on(Methods.GetAccount.self) { params, _ throws(BrokerFailure) in .now(try self.account(params)) }
-        handlers.on(Methods.GetStatus.self) { _, _ in .now(status()) }
+        if let status { handlers.on(Methods.GetStatus.self) { _, _ in .now(status()) } }
         handlers.on(Methods.AcquireTokenSilently.self) { params, caller throws(BrokerFailure) in
             try self.answerSilently(params, caller: caller)
         }

@@ -1,5 +1,5 @@
 public import BrokerCore
-import BrokerProtocol
+public import BrokerProtocol
 import BrokerTime
 import Foundation
 public import Logging
@@ -29,10 +29,13 @@ public final class SocketServer: Service {
     public struct StatusDetails: Sendable {
         /// The state directory.
         public var stateDirectory: String
+        /// The Broker1 front end's status, when the daemon has one.
+        public var bus: @Sendable () -> StatusResult.BusStatus?
 
         /// Creates the details.
-        public init(stateDirectory: String) {
+        public init(stateDirectory: String, bus: @escaping @Sendable () -> StatusResult.BusStatus? = { nil }) {
             self.stateDirectory = stateDirectory
+            self.bus = bus
         }
     }
 
@@ -169,7 +172,8 @@ public final class SocketServer: Service {
             + "\(status.cache.accounts) accounts, \(status.cache.refreshTokens) refresh tokens"
     }
 
-    private func status() -> StatusResult {
+    /// What `getStatus` answers now.
+    public func status() -> StatusResult {
         let started = metrics.startedAt
         let activation =
             switch configuration.listener {
@@ -197,7 +201,8 @@ public final class SocketServer: Service {
                 inFlight: metrics.inFlight.load(ordering: .relaxed)
             ),
             recentErrors: metrics.recentErrors,
-            store: broker.storeHealth
+            store: broker.storeHealth,
+            bus: details.bus()
         )
     }
 

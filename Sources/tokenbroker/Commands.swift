@@ -50,6 +50,7 @@ struct Status: AsyncParsableCommand {
         Output.line(
             "requests:    \(status.requests.succeeded) answered, \(status.requests.failed) failed, \(status.requests.inFlight) in flight"
         )
+        if let bus = status.bus { Output.line("bus:         \(Self.describe(bus))") }
         if let store = status.store, !store.isHealthy {
             for problem in Self.problems(of: store) { Output.line("store:       \(problem)") }
         }
@@ -58,6 +59,17 @@ struct Status: AsyncParsableCommand {
             Output.line(
                 "  \(Format.time(when))  \(error.method.isEmpty ? "-" : error.method)  \(error.errorCode): \(error.message)"
             )
+        }
+    }
+
+    /// The Broker1 front end, in one line.
+    static func describe(_ bus: StatusResult.BusStatus) -> String {
+        switch bus.state {
+        case .owner: "answers MSAL apps as \(bus.name) on the session bus (\(bus.calls) calls)"
+        case .taken: "not answering MSAL apps: \(bus.message ?? "\(bus.name) is owned by another program")"
+        case .starting: "joining the session bus"
+        case .off: "Broker1 front end off" + (bus.message.map { ": \($0)" } ?? "")
+        case .unavailable: "not answering MSAL apps: \(bus.message ?? "no session bus")"
         }
     }
 

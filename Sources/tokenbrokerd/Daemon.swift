@@ -1,6 +1,7 @@
 import ArgumentParser
 import BrokerCache
 import BrokerCore
+import BrokerDBus
 import BrokerOAuth
 import BrokerProtocol
 import BrokerServer
@@ -102,6 +103,12 @@ struct Daemon: AsyncParsableCommand {
 
     @Option(help: "Give up on an interactive sign-in after this many seconds, unless the app says otherwise.")
     var interactiveTimeout: Int = 300
+
+    @Flag(
+        name: .customLong("no-bus"),
+        help: "Do not answer Microsoft's Broker1 interface (com.microsoft.identity.broker1) on the session bus."
+    )
+    var noBus = false
 
     /// Runs Swift concurrency on NIO's event-loop threads: a request then moves from the socket to the broker
     /// and back without switching threads (two event loops instead of four threads on a two-core machine).
@@ -215,6 +222,7 @@ struct Daemon: AsyncParsableCommand {
             clock: clock
         )
         let listener = try listener(environment: environment)
+        let bus = Broker1Service(broker: broker, enabled: !noBus, logger: logger)
         let server = SocketServer(
             configuration: ServerConfiguration(
                 listener: listener,
@@ -222,7 +230,7 @@ struct Daemon: AsyncParsableCommand {
                 idleTimeout: .seconds(connectionIdleTimeout)
             ),
             broker: broker,
-            details: .init(stateDirectory: location.stateDirectory.path),
+            details: .init(stateDirectory: location.stateDirectory.path) { bus.status },
             logger: logger
         ) { server in
             Systemd.notify(["READY": "1", "STATUS": server.statusLine])
@@ -241,6 +249,7 @@ struct Daemon: AsyncParsableCommand {
             .init(service: WatchdogService(interval: Systemd.watchdogInterval(), clock: clock) { server.statusLine }),
             .init(service: AuditFlushService(audit: audit, interval: .seconds(auditWindow), clock: clock)),
             .init(service: server),
+            .init(service: bus),
             .init(service: ReloadService(reload: reload)),
         ]
         if case .activated = listener, idleExit > 0 {
@@ -248,7 +257,11 @@ struct Daemon: AsyncParsableCommand {
                 .init(
                     service: IdleExitService(
                         after: .seconds(idleExit),
-                        idleFor: { server.idleFor },
+                        idleFor: {
+                            // Idle only when neither door has had a caller for that long.
+                            guard let socket = server.idleFor, let bus = bus.idleFor else { return nil }
+                            return min(socket, bus)
+                        },
                         isBusy: { broker.isBusy },
                         logger: logger,
                         clock: clock

@@ -51,7 +51,7 @@ public final class DaemonProcess: Sendable {
         let logURL = directory.url.appending(path: logName)
         let process = try ChildProcess.spawn(
             try Binaries.url("tokenbrokerd").path,
-            ["--socket", socketPath, "--state-directory", stateDirectory] + arguments,
+            ["--socket", socketPath, "--state-directory", stateDirectory, "--no-bus"] + arguments,
             // The developer's own BROWSER is no browser of the test's: the daemon tries it for systemBrowser.
             environment: childEnvironment(
                 ["XDG_CONFIG_HOME": directory.path("config"), "BROWSER": ""].merging(environment) { $1 }

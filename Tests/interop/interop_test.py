@@ -124,7 +124,9 @@ class Provider:
 class Daemon:
     """tokenbrokerd in the temporary directory, trusting the provider's certificate."""
 
-    def __init__(self, binaries: Path, directory: Path, certificate: Path) -> None:
+    def __init__(self, binaries: Path, directory: Path, certificate: Path, bus: bool = False) -> None:
+        """`bus`: join the session bus of $DBUS_SESSION_BUS_ADDRESS (the Broker1 test's private one); never the
+        user's own."""
         self.socket = directory / "run" / "tokenbroker" / "broker.sock"
         self.socket.parent.parent.mkdir(mode=0o700)
         self.log = open(directory / "daemon.log", "wb")
@@ -133,7 +135,7 @@ class Daemon:
         self.environment.update({"HOME": str(directory), "TOKENBROKER_SOCKET": str(self.socket)})
         self.process = subprocess.Popen(
             [str(binaries / "tokenbrokerd"), "--socket", str(self.socket), "--state-directory",
-             str(directory / "state"), "--entra-host", "127.0.0.1", "--idp-ca-file", str(certificate)],
+             str(directory / "state"), "--entra-host", "127.0.0.1", "--idp-ca-file", str(certificate), *([] if bus else ["--no-bus"])],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=self.environment)
         deadline = time.monotonic() + 30
         while True:

@@ -396,7 +396,7 @@ class OwnDaemon:
             directory.mkdir(mode=0o700)
         self.socket_path = run / "broker.sock"
         daemon = [ctx.daemon.binary, "--socket", str(self.socket_path), "--state-directory", str(self.state),
-                  *arguments]
+                  "--no-bus", *arguments]
         command = [part.replace("{state}", str(self.state)) for part in wrapper] + daemon
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)

@@ -465,7 +465,7 @@ class Daemon:
 
     def command(self) -> list[str]:
         return [self.binary, "--socket", str(self.socket), "--state-directory", str(self.state),
-                "--connection-idle-timeout", f"{self.idle_timeout:g}", "--entra-host", ENV]
+                "--connection-idle-timeout", f"{self.idle_timeout:g}", "--entra-host", ENV, "--no-bus"]
 
     def start(self) -> None:
         self.runtime.mkdir(mode=0o700)

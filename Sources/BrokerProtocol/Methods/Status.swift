@@ -37,6 +37,8 @@ public struct StatusResult: Sendable, Hashable, Codable {
     public var recentErrors: [RecentError]
     /// What went wrong with the cache's storage (protocol 1.1; absent from older brokers).
     public var store: StoreHealth?
+    /// The Broker1 front end on the session bus (absent from older brokers).
+    public var bus: BusStatus?
 
     /// Creates the result.
     public init(
@@ -52,7 +54,8 @@ public struct StatusResult: Sendable, Hashable, Codable {
         connections: ConnectionCounts,
         requests: RequestCounts,
         recentErrors: [RecentError],
-        store: StoreHealth? = nil
+        store: StoreHealth? = nil,
+        bus: BusStatus? = nil
     ) {
         self.version = version
         self.protocolVersion = protocolVersion
@@ -67,6 +70,41 @@ public struct StatusResult: Sendable, Hashable, Codable {
         self.requests = requests
         self.recentErrors = recentErrors
         self.store = store
+        self.bus = bus
+    }
+
+    /// Whether the broker answers Microsoft's Broker1 interface on the user's session bus.
+    public struct BusStatus: Sendable, Hashable, Codable {
+        /// Where the front end stands.
+        public enum State: String, Sendable, Hashable, Codable {
+            /// Turned off (`tokenbrokerd --no-bus`).
+            case off
+            /// Joining the bus.
+            case starting
+            /// It owns the name and answers.
+            case owner
+            /// Another program owns the name (Microsoft's broker, himmelblau's): tokenbroker leaves it alone.
+            case taken
+            /// No session bus could be reached, or it was lost.
+            case unavailable
+        }
+
+        /// Where the front end stands.
+        public var state: State
+        /// The well-known name (`com.microsoft.identity.broker1`).
+        public var name: String
+        /// For people: who owns the name instead, or why there is no bus.
+        public var message: String?
+        /// Broker1 calls answered since the start.
+        public var calls: Int
+
+        /// Creates the status.
+        public init(state: State, name: String, message: String? = nil, calls: Int = 0) {
+            self.state = state
+            self.name = name
+            self.message = message
+            self.calls = calls
+        }
     }
 
     /// What went wrong with the cache's storage: all zero and false on a healthy broker.
