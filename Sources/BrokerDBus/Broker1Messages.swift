@@ -27,6 +27,12 @@ public enum Broker1 {
     /// it follows (no `Introspectable`, answers in milliseconds), which the clients' version checks accept.
     public static let interfaceVersion = "2.0.1"
 
+    /// A client's string in a message or log line: at most 64 characters, control characters dropped.
+    static func shown(_ text: String) -> String {
+        let scalars = text.unicodeScalars.prefix(64).filter { $0.value >= 0x20 && $0.value != 0x7f }
+        return String(String.UnicodeScalarView(scalars)) + (text.unicodeScalars.count > 64 ? "…" : "")
+    }
+
     /// The introspection data: the eight methods (Microsoft's broker serves none since 2.0.1; `busctl` and
     /// `gdbus introspect` show these).
     static let introspection = """
@@ -77,8 +83,8 @@ extension Broker1 {
     /// `authParameters` as MSALRuntime sends it.
     ///
     /// Members the broker does not use (`accessTokenToRenew`,
-    /// `authorizationType`, `enrollmentId`, `isSignIn`, `isTestMode`, `password`, `uxContextHandle`, …) are
-    /// ignored.
+    /// `additionalQueryParametersForAuthorization`, `authorizationType`, `enrollmentId`, `isSignIn`, `isTestMode`,
+    /// `password`, `redirectUri`, `uxContextHandle`, …) are ignored.
     struct AuthParameters: Decodable, Sendable {
         var clientId: String?
         var authority: String?
@@ -86,10 +92,8 @@ extension Broker1 {
         var account: AccountReference?
         var username: String?
         var decodedClaims: String?
-        var redirectUri: String?
         var prompt: String?
         var popParams: JSONValue?
-        var additionalQueryParametersForAuthorization: [String: String]?
     }
 
     /// `acquireTokenSilently`, `acquireTokenInteractively`: the account may come at the root or inside
@@ -131,9 +135,10 @@ extension Broker1 {
         var realm: String
         var username: String
 
-        init(_ account: BrokerProtocol.Account) {
+        /// The account; `clientInfo` is Entra's when known, else built from the identifier.
+        init(_ account: BrokerProtocol.Account, clientInfo: String? = nil) {
             let claims = account.accountClaims ?? [:]
-            clientInfo = Broker1.clientInfo(of: account)
+            self.clientInfo = clientInfo ?? Broker1.clientInfo(of: account)
             environment = account.environment
             familyName = claims["family_name"]?.stringValue ?? ""
             givenName = claims["given_name"]?.stringValue ?? ""

@@ -47,7 +47,7 @@ public struct Broker1Translator: Sendable {
     ) -> Reply {
         guard let method = Broker1.Method(rawValue: name) else {
             return .now(
-                Self.error(.apiContractViolation, "\(Broker1.interface) has no method \(Self.quoted(name))")
+                Self.error(.apiContractViolation, "\(Broker1.interface) has no method \"\(Broker1.shown(name))\"")
             )
         }
         guard request.utf8.count <= WireProtocol.maximumFrameBytes else {
@@ -104,7 +104,7 @@ public struct Broker1Translator: Sendable {
                 )
             }
         } catch {
-            return .now(Self.error(error, method: method))
+            return .now(Self.error(error))
         }
     }
 
@@ -113,8 +113,8 @@ public struct Broker1Translator: Sendable {
     private func accounts(_ request: String, correlationId: String, caller: Caller) throws(BrokerFailure) -> Reply {
         let decoded = try decode(Broker1.AccountsRequest.self, request)
         let params = GetAccountsParams(clientId: try Self.clientId(decoded.clientId), correlationId: correlationId)
-        return try run(Methods.GetAccounts.self, params, caller: caller, method: .getAccounts) { result in
-            Broker1.AccountsAnswer(accounts: result.accounts.map(Broker1.Account.init))
+        return try run(Methods.GetAccounts.self, params, caller: caller) { result in
+            Broker1.AccountsAnswer(accounts: result.accounts.map { Broker1.Account($0) })
         }
     }
 
@@ -122,7 +122,7 @@ public struct Broker1Translator: Sendable {
         let decoded = try decode(Broker1.TokenRequest.self, request)
         let (parameters, requested) = try Self.authParameters(decoded)
         let params = AcquireTokenSilentlyParams(authParameters: parameters, correlationId: correlationId)
-        return try run(Methods.AcquireTokenSilently.self, params, caller: caller, method: .acquireTokenSilently) {
+        return try run(Methods.AcquireTokenSilently.self, params, caller: caller) {
             Self.tokenAnswer($0.brokerTokenResponse, requested: requested, clientId: parameters.clientId)
         }
     }
@@ -146,7 +146,6 @@ public struct Broker1Translator: Sendable {
         // The broker shows the sign-in in the user's browser, with a loopback redirect of its own: the app's
         // `nativeclient` redirect leads nowhere a browser can hand back.
         parameters.loginHint = parameters.username
-        parameters.redirectUri = nil
         let clientId = parameters.clientId
         let params = AcquireTokenInteractivelyParams(
             authParameters: parameters,
@@ -157,8 +156,7 @@ public struct Broker1Translator: Sendable {
         return try run(
             Methods.AcquireTokenInteractively.self,
             params,
-            caller: caller,
-            method: .acquireTokenInteractively
+            caller: caller
         ) { [requested] in
             Self.tokenAnswer($0.brokerTokenResponse, requested: requested, clientId: clientId)
         }
@@ -181,14 +179,14 @@ public struct Broker1Translator: Sendable {
             clientId: try decoded.clientId.map(Self.clientId),
             correlationId: correlationId
         )
-        return try run(Methods.RemoveAccount.self, params, caller: caller, method: .removeAccount) { _ in
+        return try run(Methods.RemoveAccount.self, params, caller: caller) { _ in
             Broker1.EmptyAnswer()
         }
     }
 
     private func cancel(correlationId: String, caller: Caller) throws(BrokerFailure) -> Reply {
         let params = CancelInteractiveFlowParams(correlationId: correlationId)
-        return try run(Methods.CancelInteractiveFlow.self, params, caller: caller, method: .cancelInteractiveFlow) {
+        return try run(Methods.CancelInteractiveFlow.self, params, caller: caller) {
             _ in Broker1.EmptyAnswer()
         }
     }
@@ -198,7 +196,6 @@ public struct Broker1Translator: Sendable {
         _ method: Method.Type,
         _ params: Method.Params,
         caller: Caller,
-        method name: Broker1.Method,
         shape: @escaping @Sendable (Method.Result) -> Answer
     ) throws(BrokerFailure) -> Reply {
         guard let handler = handlers.handler(for: method) else {
@@ -213,7 +210,7 @@ public struct Broker1Translator: Sendable {
                 do throws(BrokerFailure) {
                     return Self.encode(shape(try await work(owner)))
                 } catch {
-                    return Self.error(error, method: name)
+                    return Self.error(error)
                 }
             }
         }
@@ -299,14 +296,14 @@ public struct Broker1Translator: Sendable {
     /// when it differs from what they asked); the id token is the account's, or an unsigned one built from it
     /// when the broker holds none for this client.
     static func tokenAnswer(_ result: TokenResult, requested: String, clientId: String) -> Broker1.TokenAnswer {
-        let account = Broker1.Account(result.account)
+        let account = Broker1.Account(result.account, clientInfo: result.clientInfo)
         return Broker1.TokenAnswer(
             brokerTokenResponse: Broker1.TokenResponse(
                 accessToken: result.accessToken,
                 accessTokenType: result.accessTokenType.lowercased() == "pop" ? 1 : 0,
                 expiresOn: result.expiresOn,
                 extendedExpiresOn: result.extendedExpiresOn ?? result.expiresOn,
-                clientInfo: result.clientInfo ?? account.clientInfo,
+                clientInfo: account.clientInfo,
                 idToken: result.idToken ?? Broker1.unsignedIdToken(for: result.account, clientId: clientId),
                 grantedScopes: requested.isEmpty ? result.grantedScopes.joined(separator: " ") : requested,
                 account: account
@@ -318,7 +315,7 @@ public struct Broker1Translator: Sendable {
     ///
     /// Only 2 (InteractionRequired) and 13 make a client sign in interactively;
     /// so a silent request that found no account, or several, answers 2.
-    static func status(of failure: BrokerFailure, method: Broker1.Method) -> Broker1.Status {
+    static func status(of failure: BrokerFailure) -> Broker1.Status {
         switch failure.code {
         case .interactionRequired, .noAccount: return .interactionRequired
         case .invalidParams where failure.details.field == ParamField.authParameters(.account).path:
@@ -338,12 +335,12 @@ public struct Broker1Translator: Sendable {
         }
     }
 
-    static func error(_ failure: BrokerFailure, method: Broker1.Method) -> String {
+    static func error(_ failure: BrokerFailure) -> String {
         var context = failure.message
         if let description = failure.details.errorDescription, !description.isEmpty {
             context += ": \(description)"
         }
-        let answer = Broker1.ErrorAnswer(status(of: failure, method: method), context, errorCode: failure.code)
+        let answer = Broker1.ErrorAnswer(status(of: failure), context, errorCode: failure.code)
         return encode(answer)
     }
 
@@ -359,9 +356,4 @@ public struct Broker1Translator: Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// A method name for a message: quoted, cut short, control characters dropped.
-    static func quoted(_ name: String) -> String {
-        let shown = name.unicodeScalars.prefix(64).filter { $0.value >= 0x20 && $0.value != 0x7f }
-        return "\"\(String(String.UnicodeScalarView(shown)))\(name.unicodeScalars.count > 64 ? "…" : "")\""
-    }
 }

@@ -247,7 +247,7 @@ final class BusLoop: @unchecked Sendable {
         guard caller.uid == ownUID else {
             logger.warning(
                 "refused a Broker1 call from another user",
-                metadata: ["caller_uid": "\(caller.uid)", "caller": "\(caller)", "method": "\(Self.shown(member))"]
+                metadata: ["caller_uid": "\(caller.uid)", "caller": "\(caller)", "method": "\(Broker1.shown(member))"]
             )
             reply(
                 Broker1Translator.error(
@@ -259,24 +259,13 @@ final class BusLoop: @unchecked Sendable {
             )
             return 1
         }
-        guard Broker1.Method(rawValue: member) != nil else {
-            reply(
-                Broker1Translator.error(
-                    .apiContractViolation,
-                    "\(Broker1.interface) has no method \"\(Self.shown(member))\"",
-                    code: .methodNotFound
-                ),
-                to: message
-            )
-            return 1
-        }
         guard sd_bus_message_has_signature(message, "sss") > 0 else {
             let signature = sd_bus_message_get_signature(message, 1).map { String(cString: $0) } ?? ""
             reply(
                 Broker1Translator.error(
                     .apiContractViolation,
                     "every Broker1 method takes three strings (protocol version, correlation id, request JSON); "
-                        + "this call's signature is \"\(Self.shown(signature))\"",
+                        + "this call's signature is \"\(Broker1.shown(signature))\"",
                     code: .invalidRequest
                 ),
                 to: message
@@ -303,7 +292,7 @@ final class BusLoop: @unchecked Sendable {
         if version != "0.0" {
             logger.debug(
                 "a Broker1 call with an unknown protocol version",
-                metadata: ["version": "\(Self.shown(version))"]
+                metadata: ["version": "\(Broker1.shown(version))"]
             )
         }
         let answer = translator.answer(
@@ -318,7 +307,7 @@ final class BusLoop: @unchecked Sendable {
             finish(sender)
         case .later(let work):
             sd_bus_message_ref(message)
-            let call = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(message)))
+            let call = UInt(bitPattern: Int(bitPattern: message))
             Task {
                 let json = await work()
                 self.shared.withLock { $0.outbox.append((call, json, sender)) }
@@ -456,9 +445,4 @@ final class BusLoop: @unchecked Sendable {
         String(cString: strerror(code))
     }
 
-    /// A client's string in a log line or message: cut short, control characters dropped.
-    static func shown(_ text: String) -> String {
-        let scalars = text.unicodeScalars.prefix(64).filter { $0.value >= 0x20 && $0.value != 0x7f }
-        return String(String.UnicodeScalarView(scalars)) + (text.unicodeScalars.count > 64 ? "…" : "")
-    }
 }

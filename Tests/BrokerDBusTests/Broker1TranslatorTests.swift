@@ -147,7 +147,7 @@ import Testing
             (BrokerFailure(.internalError, "x"), .unexpected),
         ]
         for (failure, status) in cases {
-            #expect(Broker1Translator.status(of: failure, method: .acquireTokenSilently) == status, "\(failure.code)")
+            #expect(Broker1Translator.status(of: failure) == status, "\(failure.code)")
         }
     }
 }

@@ -40,6 +40,20 @@ NAME = "com.microsoft.identity.broker1"
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, with python3-dbus and python3-gi for bus_client.py
 
 
+SECRET_MEMBERS = {"accessToken", "idToken", "refreshToken", "clientInfo"}
+
+
+def shown(answer: Any) -> str:
+    """An answer for a failure message, its tokens replaced: a check that fails must not print a secret."""
+    def redact(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: "<secret>" if key in SECRET_MEMBERS else redact(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [redact(item) for item in value]
+        return value
+    return json.dumps(redact(answer))[:300]
+
+
 def wait_for(what: str, condition, seconds: float = 30) -> None:
     """Polls `condition` (each poll asks the bus or the process itself, never sleeps for a result)."""
     deadline = time.monotonic() + seconds
@@ -227,7 +241,7 @@ exec curl --silent --show-error --fail-with-body --location --max-time 30 --outp
         result = self.bus.ping()
         expect(result.returncode == 0, f"Ping failed: {result.stderr}")
         version = self.bus.call("getLinuxBrokerVersion", {"msalCppVersion": "1.28.0"})
-        expect(version.get("linuxBrokerVersion") == "2.0.1", f"version answer {version}")
+        expect(version.get("linuxBrokerVersion") == "2.0.1", f"version answer {shown(version)}")
 
     def same_client_gets_a_token_without_ui(self) -> None:
         before = self.browser_count()
@@ -276,9 +290,9 @@ exec curl --silent --show-error --fail-with-body --location --max-time 30 --outp
             error = answer.get("error", {})
             expect(error.get("status") == status and isinstance(error.get("errorCode"), int)
                    and isinstance(error.get("tag"), int) and error.get("context"),
-                   f"{method} with {request[:40]!r}: {str(answer)[:300]}")
+                   f"{method} with {request[:40]!r}: {shown(answer)}")
         answer = json.loads(self.bus.client("signature"))
-        expect(answer.get("error", {}).get("status") == 6, f"a call with signature (i): {answer}")
+        expect(answer.get("error", {}).get("status") == 6, f"a call with signature (i): {shown(answer)}")
         expect(self.bus.ping().returncode == 0, "the broker stopped answering after bad input")
 
     def a_flood_from_one_client_leaves_others_served(self) -> None:
@@ -302,12 +316,12 @@ exec curl --silent --show-error --fail-with-body --location --max-time 30 --outp
             expect(removed.returncode == 0, f"remove-account {user}: {removed.stderr}")
         for client in (MSAL_APP, FAMILY_APP, ADAL_APP):
             accounts = self.bus.call("getAccounts", {"clientId": client, "redirectUri": client})
-            expect(accounts == {"accounts": []}, f"{client}: accounts {accounts}")
+            expect(accounts == {"accounts": []}, f"{client}: accounts {shown(accounts)}")
             for user in (ADA, GRACE):
                 answer = self.bus.call("acquireTokenSilently", {"authParameters": {
                     "clientId": client, "authority": self.provider.authority, "requestedScopes": [SCOPE],
                     "username": user}})
-                expect(answer.get("error", {}).get("status") == 2, f"{client} for {user}: {str(answer)[:300]}")
+                expect(answer.get("error", {}).get("status") == 2, f"{client} for {user}: {shown(answer)}")
         # A new app, with a keyring of its own (MSALRuntime keeps tokens it was given there), and a browser that
         # cannot sign anyone in: it gets no token.
         self.browser.write_text("#!/bin/sh\necho run >> '%s'\nexit 3\n" % self.browser_runs)
@@ -354,7 +368,7 @@ exec curl --silent --show-error --fail-with-body --location --max-time 30 --outp
         pid = self.bus.owner_pid(NAME)
         expect(pid is not None, "no owner after activation")
         answer = self.bus.call("getLinuxBrokerVersion", {})
-        expect("linuxBrokerVersion" in answer, f"activated broker answered {answer}")
+        expect("linuxBrokerVersion" in answer, f"activated broker answered {shown(answer)}")
         os.kill(pid, signal.SIGTERM)
         wait_for("the activated broker to release the name", lambda: not self.bus.has_owner(NAME))
 
