@@ -36,6 +36,8 @@ final class BusLoop: @unchecked Sendable {
     static let callsPerSender = 32
     /// Calls under way in all.
     static let callsInAll = 512
+    /// How long the loop's own calls to the bus may take.
+    static let callTimeoutMicroseconds: UInt64 = 5_000_000
     /// How long the stop waits for the calls under way to be answered.
     static let drainTime: Duration = .seconds(5)
 
@@ -127,6 +129,9 @@ final class BusLoop: @unchecked Sendable {
             sd_bus_flush_close_unref(opened)
             bus = nil
         }
+        // The loop's own calls to the bus (the name, a caller's credentials, the user manager's environment) wait
+        // at most this long, not sd-bus's 25 s: a bus that stops answering must not hold the broker's stop.
+        _ = sd_bus_set_method_call_timeout(opened, Self.callTimeoutMicroseconds)
         result = sd_bus_add_object(
             opened,
             nil,
