@@ -79,7 +79,7 @@ let package = Package(
         // The broker itself: TokenBroker and its method handlers. No sockets, no NIO.
         .target(
             name: "BrokerCore",
-            dependencies: ["BrokerProtocol", "BrokerCache", "BrokerOAuth", "BrokerTime", logging],
+            dependencies: ["BrokerProtocol", "BrokerCache", "BrokerOAuth", "BrokerTime", crypto, logging],
             swiftSettings: swiftSettings
         ),
         // libsystemd (pkg-config `libsystemd`, Debian's libsystemd-dev): listen fds, sd_notify, the journal.
@@ -106,6 +106,14 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The managed-identity HTTP endpoint (App Service form) for containers and sandboxes, per grant.
+        .target(
+            name: "BrokerManagedIdentity",
+            dependencies: [
+                "BrokerCore", "BrokerProtocol", "BrokerTime", nioCore, nioPosix, nioHTTP1, logging, serviceLifecycle,
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The Unix-socket server: framing, peer credentials, limits, JSON-RPC dispatch.
         .target(
             name: "BrokerServer",
@@ -120,7 +128,8 @@ let package = Package(
             name: "tokenbrokerd",
             dependencies: [
                 "BrokerServer", "BrokerCore", "BrokerCache", "BrokerOAuth", "BrokerProtocol", "BrokerSystemd",
-                "BrokerDBus", "BrokerSettings", "BrokerTime", "CLinuxSupport", argumentParser, logging,
+                "BrokerDBus", "BrokerManagedIdentity", "BrokerSettings", "BrokerTime", "CLinuxSupport", argumentParser,
+                logging,
                 serviceLifecycle, unixSignals,
                 nioCore,
                 nioPosix,

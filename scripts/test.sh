@@ -2,8 +2,8 @@
 # The one test command (README, .ci/run). On a fresh Debian machine it installs what the tests need, then:
 # format lint, build with warnings as errors and the import check, the Swift tests, the protocol schema
 # validation, the Python wire battery and the security attacks against the built daemon, a bounded libFuzzer run,
-# the MSAL/ADAL interop test, MSAL apps over the Broker1 bus interface, and the systemd units under a real user
-# manager.
+# the MSAL/ADAL interop test, MSAL apps over the Broker1 bus interface, the managed-identity endpoint, git and
+# kubectl with their real clients, and the systemd units under a real user manager.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -11,7 +11,7 @@ source scripts/lib.sh
 step() { printf '\n=== %s\n' "$*"; }
 
 step "system packages"
-need_packages libsqlite3-dev libsystemd-dev pkg-config systemd curl procps util-linux iproute2 openssl python3-venv
+need_packages libsqlite3-dev libsystemd-dev pkg-config systemd curl procps util-linux iproute2 openssl python3-venv git
 # The Broker1 test: a private session bus, a keyring, dbus-python for direct calls, and what MSALRuntime
 # (pymsalruntime's libmsalruntime.so) links against.
 need_packages dbus-daemon dbus-bin gnome-keyring python3-dbus python3-gi libwebkit2gtk-4.1-0 \
@@ -52,6 +52,9 @@ PYTHON=$PYTHON Tests/interop/run.sh .build/debug
 
 step "MSAL apps over Broker1 on a private session bus: the real MSAL Python and pymsalruntime (own network namespace)"
 PYTHON=$PYTHON Tests/broker1/run.sh .build/debug
+
+step "containers, git, kubectl: the real azure-identity, msal, git and kubernetes client (own network namespaces)"
+PYTHON=$PYTHON Tests/tools/run.sh .build/debug
 
 step "systemd units: systemd-analyze --user verify"
 Tests/systemd/verify-units.sh

@@ -45,6 +45,11 @@ public final class TokenCache: Sendable {
         self.databaseWasMissing = databaseWasMissing
     }
 
+    /// Where the managed-identity endpoint's grants are kept: beside the entries, when the store can hold them.
+    public var grantStore: (any GrantStore)? {
+        store as? any GrantStore
+    }
+
     /// Writes that failed since the cache was opened.
     public var writeFailures: WriteFailures {
         failures.withLock { $0 }

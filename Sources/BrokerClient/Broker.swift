@@ -139,6 +139,33 @@ public final class Broker: Sendable {
         ).brokerTokenResponse
     }
 
+    /// Drops an access token its audience refused from the broker's cache, so that the next request refreshes it
+    /// (git's credential `erase`); false when the cache did not hold it.
+    public func discardAccessToken(_ token: Secret) async throws(BrokerError) -> Bool {
+        try await connection.call(
+            Methods.DiscardAccessToken.self,
+            DiscardAccessTokenParams(accessToken: token)
+        ).discarded
+    }
+
+    // MARK: Grants of the managed-identity endpoint
+
+    /// Creates a grant: the endpoint's URL and the secret (`IDENTITY_ENDPOINT`, `IDENTITY_HEADER`) that let a
+    /// container or sandbox get this account's tokens for what the grant names, until it expires.
+    public func createGrant(_ params: CreateGrantParams) async throws(BrokerError) -> CreateGrantResult {
+        try await connection.call(Methods.CreateGrant.self, params)
+    }
+
+    /// The grants not yet expired or revoked.
+    public func grants() async throws(BrokerError) -> [EndpointGrant] {
+        try await connection.call(Methods.ListGrants.self, ListGrantsParams()).grants
+    }
+
+    /// Revokes a grant, by id or by a label that names one grant; its holders get no token from then on.
+    public func revokeGrant(_ grant: String) async throws(BrokerError) -> EndpointGrant {
+        try await connection.call(Methods.RevokeGrant.self, RevokeGrantParams(grant: grant)).grant
+    }
+
     // MARK: The broker itself
 
     /// The broker's and the protocol's versions; throws ``BrokerError/Code/unsupportedProtocolVersion`` when

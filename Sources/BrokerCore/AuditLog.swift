@@ -125,6 +125,32 @@ public final class AuditLog: Sendable {
         )
     }
 
+    func grantChanged(_ what: String, by caller: Caller, grant: GrantRecord, correlationId: String) {
+        sink.send(
+            "grant \(what)",
+            CallerFields(caller).metadata.merging([
+                "grant_id": "\(grant.id)",
+                "grant_label": "\(grant.label)",
+                "client_id": "\(grant.clientId)",
+                "account": "\(grant.username ?? grant.accountIdentifier)",
+                "scopes": "\((grant.resources + grant.scopes).joined(separator: " "))",
+                "expires_at": "\(grant.expiresAt)",
+                "listen": "\(grant.listen)",
+                "correlation_id": "\(correlationId)",
+            ]) { _, new in new }
+        )
+    }
+
+    func accessTokenDiscarded(by caller: Caller, clientId: String, correlationId: String) {
+        sink.send(
+            "access token discarded",
+            CallerFields(caller).metadata.merging([
+                "client_id": "\(clientId)",
+                "correlation_id": "\(correlationId)",
+            ]) { _, new in new }
+        )
+    }
+
     func accountRemoved(by caller: Caller, account: String, clientId: String?, removed: Int, correlationId: String) {
         sink.send(
             "account removed",
@@ -144,19 +170,26 @@ struct CallerFields: Hashable {
     let process: String
     let executable: String
     let via: Caller.FrontEnd
+    let grant: String?
+    let address: String?
 
     init(_ caller: Caller) {
         pid = caller.pidText
         process = caller.processID.map(String.init) ?? "unknown"
         executable = caller.executable ?? "unknown"
         via = caller.via
+        grant = caller.grant
+        address = caller.address
     }
 
     var metadata: Logger.Metadata {
-        [
+        var metadata: Logger.Metadata = [
             "caller_pid": "\(pid)", "caller_process": "\(process)", "caller_exe": "\(executable)",
             "caller_via": "\(via.rawValue)",
         ]
+        if let grant { metadata["caller_grant"] = "\(grant)" }
+        if let address { metadata["caller_address"] = "\(address)" }
+        return metadata
     }
 }
 

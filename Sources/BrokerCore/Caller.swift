@@ -12,6 +12,10 @@ public struct Caller: Sendable, Hashable, CustomStringConvertible {
     public var processID: UInt64?
     /// The door the request came through.
     public var via: FrontEnd
+    /// The label of the managed-identity grant the request came with, for a caller of the endpoint.
+    public var grant: String?
+    /// The peer's network address, for a caller of the endpoint.
+    public var address: String?
 
     /// The broker's doors.
     public enum FrontEnd: String, Sendable, Hashable {
@@ -19,6 +23,8 @@ public struct Caller: Sendable, Hashable, CustomStringConvertible {
         case socket
         /// Microsoft's Broker1 interface on the session bus.
         case bus
+        /// The managed-identity HTTP endpoint, with a grant's secret.
+        case endpoint
     }
 
     /// Creates a caller.
@@ -28,7 +34,9 @@ public struct Caller: Sendable, Hashable, CustomStringConvertible {
         gid: UInt32,
         executable: String?,
         processID: UInt64? = nil,
-        via: FrontEnd = .socket
+        via: FrontEnd = .socket,
+        grant: String? = nil,
+        address: String? = nil
     ) {
         self.pid = pid
         self.uid = uid
@@ -36,6 +44,8 @@ public struct Caller: Sendable, Hashable, CustomStringConvertible {
         self.executable = executable
         self.processID = processID
         self.via = via
+        self.grant = grant
+        self.address = address
     }
 
     /// The pid for a log line: `123`, or `outside` for a peer outside the daemon's pid namespace (which has no
@@ -44,8 +54,15 @@ public struct Caller: Sendable, Hashable, CustomStringConvertible {
         pid > 0 ? "\(pid)" : "outside"
     }
 
-    /// `pid 123 (/usr/bin/app)`, and ` over the bus` for a Broker1 caller.
+    /// `pid 123 (/usr/bin/app)`, ` over the bus` for a Broker1 caller, ` through grant <label>` for one of the
+    /// endpoint.
     public var description: String {
-        "pid \(pidText) (\(executable ?? "unknown executable"))" + (via == .bus ? " over the bus" : "")
+        let door =
+            switch via {
+            case .socket: ""
+            case .bus: " over the bus"
+            case .endpoint: " through grant \(grant ?? "unknown")"
+            }
+        return "pid \(pidText) (\(executable ?? "unknown executable"))" + door
     }
 }

@@ -46,6 +46,11 @@ public struct MethodHandlers: Sendable {
         handlers[Method.name] as? MethodHandler<Method>
     }
 
+    /// Adds the handlers of `other` (another part's methods: the endpoint's grants).
+    public mutating func add(_ other: MethodHandlers) {
+        handlers.merge(other.handlers) { _, new in new }
+    }
+
     /// The methods with a handler, in the table's order.
     public var served: [MethodName] {
         Methods.all.map { $0.name }.filter { handlers[$0] != nil }
@@ -87,6 +92,9 @@ extension TokenBroker {
         }
         handlers.on(Methods.ExportCache.self) { params, caller in
             .later { _ throws(BrokerFailure) in try await self.exportCache(params, caller: caller) }
+        }
+        handlers.on(Methods.DiscardAccessToken.self) { params, caller in
+            .later { _ throws(BrokerFailure) in try await self.discardAccessToken(params, caller: caller) }
         }
         return handlers
     }

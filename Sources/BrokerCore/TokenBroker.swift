@@ -29,6 +29,8 @@ public final class TokenBroker: Sendable {
     let refreshes = SingleFlight<RefreshKey, TokenResult, BrokerFailure>()
     /// Interactive sign-ins running, by correlation id.
     let flows = FlowRegistry()
+    /// The managed-identity endpoint's grants, kept in the cache's store.
+    public let grants: GrantBook
 
     /// Creates a broker over `cache`.
     public init(
@@ -44,6 +46,7 @@ public final class TokenBroker: Sendable {
         self.logger = logger
         self.audit = audit
         self.clock = clock
+        grants = GrantBook(store: cache.grantStore, clock: clock)
         identityProviders = IdentityProviders(
             transport: transport,
             policy: configuration.retryPolicy,

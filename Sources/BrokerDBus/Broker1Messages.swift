@@ -29,8 +29,7 @@ public enum Broker1 {
 
     /// A client's string in a message or log line: at most 64 characters, control characters dropped.
     static func shown(_ text: String) -> String {
-        let scalars = text.unicodeScalars.prefix(64).filter { $0.value >= 0x20 && $0.value != 0x7f }
-        return String(String.UnicodeScalarView(scalars)) + (text.unicodeScalars.count > 64 ? "…" : "")
+        BrokerProtocol.shown(text)
     }
 
     /// The introspection data: the eight methods (Microsoft's broker serves none since 2.0.1; `busctl` and

@@ -24,6 +24,14 @@ public enum MethodName: String, Sendable, Hashable, Codable, CaseIterable {
     case exportCache
     /// Uptime, counts and recent errors.
     case getStatus
+    /// Creates a grant of the managed-identity endpoint.
+    case createGrant
+    /// The grants of the managed-identity endpoint.
+    case listGrants
+    /// Revokes a grant of the managed-identity endpoint.
+    case revokeGrant
+    /// Drops an access token its audience refused from the cache.
+    case discardAccessToken
 }
 
 /// The notifications the broker sends while an interactive request runs (JSON-RPC messages without `id`).

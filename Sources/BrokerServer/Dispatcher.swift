@@ -16,9 +16,17 @@ struct Dispatcher: Sendable {
     let logger: Logger
     private let decoder = RequestDecoder()
 
-    init(broker: TokenBroker, metrics: ServerMetrics, logger: Logger, status: @escaping @Sendable () -> StatusResult) {
+    init(
+        broker: TokenBroker,
+        additionalHandlers: MethodHandlers = MethodHandlers(),
+        metrics: ServerMetrics,
+        logger: Logger,
+        status: @escaping @Sendable () -> StatusResult
+    ) {
         self.broker = broker
-        self.handlers = broker.handlers(status: status)
+        var handlers = broker.handlers(status: status)
+        handlers.add(additionalHandlers)
+        self.handlers = handlers
         self.metrics = metrics
         self.logger = logger
     }

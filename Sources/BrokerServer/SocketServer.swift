@@ -21,6 +21,7 @@ public final class SocketServer: Service {
     private let metrics: ServerMetrics
     private let onListening: @Sendable (SocketServer) -> Void
     private let details: StatusDetails
+    private let additionalHandlers: MethodHandlers
     private let unclaimed = UnclaimedConnections()
     /// Set when the graceful shutdown begins: the status line says so from then on.
     private let stopping = Atomic<Bool>(false)
@@ -40,9 +41,12 @@ public final class SocketServer: Service {
     }
 
     /// Creates a server; `onListening` runs once the socket accepts connections (the moment to tell systemd).
+    ///
+    /// `additionalHandlers` serve methods of other parts of the daemon (the managed-identity endpoint's grants).
     public init(
         configuration: ServerConfiguration,
         broker: TokenBroker,
+        additionalHandlers: MethodHandlers = MethodHandlers(),
         details: StatusDetails,
         logger: Logger,
         group: MultiThreadedEventLoopGroup = .singleton,
@@ -52,6 +56,7 @@ public final class SocketServer: Service {
         self.broker = broker
         self.metrics = ServerMetrics(clock: broker.clock)
         self.details = details
+        self.additionalHandlers = additionalHandlers
         self.logger = logger
         self.group = group
         self.onListening = onListening
@@ -61,7 +66,12 @@ public final class SocketServer: Service {
     ///
     /// Throws when the socket cannot be bound (another broker is live on it, or the path is unusable).
     public func run() async throws {
-        let dispatcher = Dispatcher(broker: broker, metrics: metrics, logger: logger) { [self] in status() }
+        let dispatcher = Dispatcher(
+            broker: broker,
+            additionalHandlers: additionalHandlers,
+            metrics: metrics,
+            logger: logger
+        ) { [self] in status() }
         let connections = ConnectionSettings(configuration: configuration, dispatcher: dispatcher, logger: logger)
         let listener = try await bind(dispatcher: dispatcher)
         logger.info("listening", metadata: ["socket": "\(configuration.listener.path)"])

@@ -40,7 +40,7 @@ struct CLI: AsyncParsableCommand {
         version: "0.4.0",
         subcommands: [
             Status.self, Accounts.self, AccountCommand.self, Token.self, Login.self, Import.self, Export.self,
-            RemoveAccount.self,
+            RemoveAccount.self, Grant.self, GitCredential.self, KubeCredential.self,
         ]
     )
 }

@@ -34,7 +34,11 @@ enum Format {
 
     /// The `tokenbroker login` command that would satisfy a `token` request.
     static func loginCommand(for token: Token) -> String {
-        let app = token.app
+        loginCommand(for: token.app)
+    }
+
+    /// The `tokenbroker login` command that signs in for `app`.
+    static func loginCommand(for app: AppOptions) -> String {
         var parts = ["tokenbroker", "login", "--client-id", app.clientId]
         if let authority = app.authority { parts += ["--authority", authority] }
         for scope in app.scopes { parts += ["--scope", ShellWords.quote(scope)] }

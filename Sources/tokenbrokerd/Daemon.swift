@@ -2,6 +2,7 @@ import ArgumentParser
 import BrokerCache
 import BrokerCore
 import BrokerDBus
+import BrokerManagedIdentity
 import BrokerOAuth
 import BrokerProtocol
 import BrokerServer
@@ -223,6 +224,7 @@ struct Daemon: AsyncParsableCommand {
         )
         let listener = try listener(environment: environment)
         let bus = Broker1Service(broker: broker, enabled: !noBus, logger: logger)
+        let endpoint = IdentityEndpoint(broker: broker, logger: logger)
         let server = SocketServer(
             configuration: ServerConfiguration(
                 listener: listener,
@@ -230,6 +232,7 @@ struct Daemon: AsyncParsableCommand {
                 idleTimeout: .seconds(connectionIdleTimeout)
             ),
             broker: broker,
+            additionalHandlers: endpoint.handlers(),
             details: .init(stateDirectory: location.stateDirectory.path) { bus.status },
             logger: logger
         ) { server in
@@ -250,6 +253,7 @@ struct Daemon: AsyncParsableCommand {
             .init(service: AuditFlushService(audit: audit, interval: .seconds(auditWindow), clock: clock)),
             .init(service: server),
             .init(service: bus),
+            .init(service: endpoint),
             .init(service: ReloadService(reload: reload)),
         ]
         if case .activated = listener, idleExit > 0 {
@@ -258,8 +262,11 @@ struct Daemon: AsyncParsableCommand {
                     service: IdleExitService(
                         after: .seconds(idleExit),
                         idleFor: {
-                            // Idle only when neither door has had a caller for that long.
-                            guard let socket = server.idleFor, let bus = bus.idleFor else { return nil }
+                            // Idle only when neither door has had a caller for that long, and no grant's holders
+                            // count on the endpoint.
+                            guard !endpoint.servesGrants, let socket = server.idleFor, let bus = bus.idleFor else {
+                                return nil
+                            }
                             return min(socket, bus)
                         },
                         isBusy: { broker.isBusy },

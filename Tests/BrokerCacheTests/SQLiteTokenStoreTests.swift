@@ -31,7 +31,7 @@ struct SQLiteTokenStoreTests {
             )
         }
         #expect(mode == "wal")
-        #expect(migrations == ["v1: sealed entries"])
+        #expect(migrations == ["v1: sealed entries", "v2: sealed grants"])
     }
 
     /// The database, its WAL and its shared-memory file hold no token, no username, no account id.

@@ -89,7 +89,7 @@ struct MethodTableTests {
     /// Methods whose params are all optional may leave them out; the others must send them.
     @Test func knowsWhichParamsMayBeLeftOut() {
         let optional = Methods.all.filter { hasDefaults($0) }.map { $0.name }
-        #expect(optional == [.getLinuxBrokerVersion, .getAccounts, .exportCache, .getStatus])
+        #expect(optional == [.getLinuxBrokerVersion, .getAccounts, .exportCache, .getStatus, .listGrants])
     }
 
     private func hasDefaults<Method: BrokerMethod>(_ method: Method.Type) -> Bool {
@@ -152,13 +152,48 @@ private enum Samples {
         ImportCacheParams(format: .adal, data: Secret("[]"), correlationId: "c-8"),
         ExportCacheParams(format: .adal, clientId: "app", correlationId: "c-9"),
         GetStatusParams(correlationId: "c-10"),
+        CreateGrantParams(
+            clientId: "app",
+            authority: "https://login.microsoftonline.com/common",
+            resources: ["https://vault.azure.net"],
+            scopes: ["api://app/read"],
+            account: AccountSelector(username: "ada@contoso.com"),
+            lifetimeSeconds: 3600,
+            label: "devcontainer",
+            listen: "172.17.0.1:0",
+            correlationId: "c-11"
+        ),
+        ListGrantsParams(correlationId: "c-12"),
+        RevokeGrantParams(grant: "g0123456789ab", correlationId: "c-13"),
+        DiscardAccessTokenParams(accessToken: Secret("at"), correlationId: "c-14"),
     ]
+
+    static let grant = EndpointGrant(
+        id: "g0123456789ab",
+        label: "devcontainer",
+        clientId: "app",
+        authority: "https://login.microsoftonline.com/common",
+        resources: ["https://vault.azure.net"],
+        scopes: ["api://app/read"],
+        accountIdentifier: "uid-1.tenant-1",
+        username: "ada@contoso.com",
+        createdAt: 1_700_000_000,
+        expiresAt: 1_700_028_800,
+        endpoint: "http://172.17.0.1:41234/msi/token",
+        listening: false,
+        problem: "the address is gone",
+        tokensServed: 3
+    )
 
     static let counts = EntryCounts(accounts: 1, accessTokens: 2, refreshTokens: 3, idTokens: 4, appMetadata: 5)
 
     static let allResults: [any Sendable] = [
         VersionResult(linuxBrokerVersion: "0.4.0", protocolVersion: "1.1", methods: ["getStatus"]),
         AccountsResult(accounts: [Fixtures.account]),
+        CreateGrantResult(grant: grant, identityHeader: Secret("secret")),
+        ListGrantsResult(grants: [grant]),
+        RevokeGrantResult(grant: grant),
+        DiscardAccessTokenResult(discarded: true),
         AccountResult(account: Fixtures.account),
         AcquireTokenResult(brokerTokenResponse: Fixtures.tokenResult),
         FlowControlResult(accepted: true),

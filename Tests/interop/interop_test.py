@@ -128,8 +128,8 @@ class Daemon:
         """`bus`: join the session bus of $DBUS_SESSION_BUS_ADDRESS (the Broker1 test's private one); never the
         user's own."""
         self.socket = directory / "run" / "tokenbroker" / "broker.sock"
-        self.socket.parent.parent.mkdir(mode=0o700)
-        self.log = open(directory / "daemon.log", "wb")
+        self.socket.parent.parent.mkdir(mode=0o700, exist_ok=True)
+        self.log = open(directory / "daemon.log", "ab")  # a restarted daemon adds to the first one's log
         self.cli_binary = binaries / "tokenbroker"
         self.environment = {k: v for k, v in os.environ.items() if not k.startswith(("TOKENBROKER_", "XDG_"))}
         self.environment.update({"HOME": str(directory), "TOKENBROKER_SOCKET": str(self.socket)})

@@ -7,7 +7,7 @@ Library use:
 
     from tokenbroker_client import BrokerClient, BrokerError
     with BrokerClient() as broker:                     # finds the socket as Protocol/README.md section 2.1 says
-        broker.negotiate()                             # getLinuxBrokerVersion {"protocolVersion": "1.1"}
+        broker.negotiate()                             # getLinuxBrokerVersion {"protocolVersion": "1.2"}
         accounts = broker.get_accounts()["accounts"]
         try:
             token = broker.acquire_token_silently({...})["brokerTokenResponse"]
@@ -42,7 +42,7 @@ import time
 import uuid
 from typing import Any, Callable, Iterable
 
-PROTOCOL_VERSION = "1.1"
+PROTOCOL_VERSION = "1.2"
 MAX_REQUEST_FRAME = 1 << 20  # 1,048,576 bytes, newline excluded (section 3)
 MAX_RESPONSE_FRAME = 64 << 20  # 67,108,864 bytes, newline excluded (section 3)
 MAX_IN_FLIGHT = 32  # per connection (section 13)
@@ -82,9 +82,13 @@ METHODS = (
     "importCache",
     "exportCache",
     "getStatus",
+    "createGrant",
+    "listGrants",
+    "revokeGrant",
+    "discardAccessToken",
 )
 # Methods whose params may be omitted (section 5.1).
-PARAMS_OPTIONAL = frozenset({"getLinuxBrokerVersion", "getAccounts", "exportCache", "getStatus"})
+PARAMS_OPTIONAL = frozenset({"getLinuxBrokerVersion", "getAccounts", "exportCache", "getStatus", "listGrants"})
 NOTIFICATIONS = (
     "webAuth/didStartLoad",
     "webAuth/didFinishLoad",

@@ -61,6 +61,7 @@ SCHEMA_BASE = "https://tokenbroker.invalid/protocol/1/"
 ALL_METHODS = (
     "getLinuxBrokerVersion", "getAccounts", "getAccount", "acquireTokenSilently", "acquireTokenInteractively",
     "completeInteractiveFlow", "cancelInteractiveFlow", "removeAccount", "importCache", "exportCache", "getStatus",
+    "createGrant", "listGrants", "revokeGrant", "discardAccessToken",
 )
 INTERACTIVE_METHODS = ("acquireTokenInteractively", "completeInteractiveFlow", "cancelInteractiveFlow")
 NOTIFICATION_NAMES = ("webAuth/didStartLoad", "webAuth/didFinishLoad", "webAuth/didFail", "webAuth/didComplete",
@@ -240,7 +241,7 @@ def raw_null_error(client: BrokerClient, line: bytes | str, timeout: float = 10.
 def prove_usable(client: BrokerClient) -> None:
     """The same connection still answers a request, by id."""
     result = client.call("getLinuxBrokerVersion", {"protocolVersion": "1.0"})
-    expect(result.get("protocolVersion") == "1.1", f"unexpected version result {short(result)}")
+    expect(result.get("protocolVersion") == "1.2", f"unexpected version result {short(result)}")
     expect(not client.closed, "the connection closed after a request")
 
 
@@ -560,7 +561,7 @@ def still_serving(ctx: Context) -> None:
     """A fresh connection gets correct answers: version, Ada's account, Ada's cached token."""
     with ctx.client() as client:
         version = client.get_linux_broker_version("1.0")
-        expect(version["protocolVersion"] == "1.1", f"version: {short(version)}")
+        expect(version["protocolVersion"] == "1.2", f"version: {short(version)}")
         account = client.get_account(identifier=ADA.identifier)["account"]
         expect(account["identifier"] == ADA.identifier, f"getAccount: {short(account)}")
         token = client.acquire_token_silently(ada_params())["brokerTokenResponse"]
@@ -624,7 +625,7 @@ def check_version(ctx: Context) -> None:
     with ctx.client() as client:
         result = client.get_linux_broker_version("1.0", msal_cpp_version="wire-battery/1.0")
         expect(result["protocolVersion"].split(".")[0] == "1", f"protocolVersion {result['protocolVersion']}")
-        expect(result["protocolVersion"] == "1.1", f"protocolVersion {result['protocolVersion']} (spec is 1.1)")
+        expect(result['protocolVersion'] == "1.2", f"protocolVersion {result["protocolVersion"]} (spec is 1.2)")
         expect(isinstance(result["linuxBrokerVersion"], str) and result["linuxBrokerVersion"], "no version")
         expect_interactive_methods_listing(result["methods"])
         # params omitted, params null, a string id, a newer minor
@@ -634,8 +635,8 @@ def check_version(ctx: Context) -> None:
         null = raw_request(client, '{"jsonrpc":"2.0","id":"n","method":"getLinuxBrokerVersion","params":null}',
                            "n")
         expect("result" in null and null["result"] == result, f"params null: {short(null)}")
-        expect(client.get_linux_broker_version("1.9")["protocolVersion"] == "1.1", "minor 1.9 refused")
-        expect(client.get_linux_broker_version("1.0")["protocolVersion"] == "1.1", "minor 1.0 refused")
+        expect(client.get_linux_broker_version("1.9")["protocolVersion"] == "1.2", "minor 1.9 refused")
+        expect(client.get_linux_broker_version("1.0")["protocolVersion"] == "1.2", "minor 1.0 refused")
 
 
 def check_version_unsupported(ctx: Context) -> None:
@@ -878,6 +879,61 @@ def check_remove_account(ctx: Context) -> None:
                "with one person signed in, no selector should pick Ada")
 
 
+def check_grants(ctx: Context) -> None:
+    """Section 9.9: a grant of the managed-identity endpoint serves its resource over HTTP, is listed without its
+    secret, and a revoked one serves nothing."""
+    import http.client
+    with ctx.client() as client:
+        created = client.call("createGrant", {"clientId": CLIENT_C, "authority": f"{BASE}/{TENANT}",
+                                              "resources": ["https://graph.microsoft.com"],
+                                              "account": {"identifier": ADA.identifier}, "label": "wire battery",
+                                              "lifetimeSeconds": 600})
+        grant, secret = created["grant"], created["identityHeader"]
+        expect(grant["endpoint"].startswith("http://127.0.0.1:") and grant["endpoint"].endswith("/msi/token"),
+               f"endpoint {grant['endpoint']}")
+        expect(grant["accountIdentifier"] == ADA.identifier and grant["listening"] is True, f"grant {short(grant)}")
+        host, port = grant["endpoint"][len("http://"):].split("/")[0].split(":")
+
+        def get(header: str | None) -> tuple[int, dict[str, Any]]:
+            connection = http.client.HTTPConnection(host, int(port), timeout=10)
+            query = urllib.parse.urlencode({"api-version": "2019-08-01", "resource": "https://graph.microsoft.com"})
+            connection.request("GET", f"/msi/token?{query}", headers={"X-IDENTITY-HEADER": header} if header else {})
+            answer = connection.getresponse()
+            body = json.loads(answer.read())
+            connection.close()
+            return answer.status, body
+
+        status, body = get(secret)
+        expect(status == 200 and body.get("access_token") == ADA.access_token, f"the endpoint answered {status}")
+        expect(body.get("expires_on") == str(FAR_EXPIRY) and body.get("token_type") == "Bearer",
+               f"expires_on {body.get('expires_on')}")
+        status, body = get(None)
+        expect(status == 401 and body.get("statusCode") == 401 and "message" in body, f"no secret: {status}")
+        listed = client.call("listGrants")
+        expect([g["id"] for g in listed["grants"]] == [grant["id"]], f"listGrants {short(listed)}")
+        expect(secret not in json.dumps(listed), "listGrants shows the secret")
+        expect(listed["grants"][0]["tokensServed"] == 1, f"tokensServed {listed['grants'][0]['tokensServed']}")
+        revoked = client.call("revokeGrant", {"grant": "wire battery"})
+        expect(revoked["grant"]["id"] == grant["id"], f"revokeGrant {short(revoked)}")
+        try:
+            status, _ = get(secret)
+        except ConnectionRefusedError:
+            status = 0  # the listener closed with its last grant
+        expect(status in (0, 401), f"a revoked grant's secret: {status}")
+        expect(client.call("listGrants") == {"grants": []}, "a revoked grant is still listed")
+        expect_broker_error(lambda: client.call("revokeGrant", {"grant": grant["id"]}), "invalid_params",
+                            field="params.grant")
+        expect_broker_error(lambda: client.call("createGrant", {"clientId": CLIENT_C}), "invalid_params",
+                            field="params.resources")
+        expect_broker_error(lambda: client.call("createGrant", {"clientId": CLIENT_C, "resources": ["r"],
+                                                                "listen": "0.0.0.0:0"}),
+                            "invalid_params", field="params.listen")
+        expect(client.call("discardAccessToken", {"accessToken": "not a token the broker holds"}) ==
+               {"discarded": False}, "discardAccessToken of an unknown token")
+        expect_broker_error(lambda: client.call("discardAccessToken", {"accessToken": ""}), "invalid_params",
+                            field="params.accessToken")
+
+
 def check_large_export(ctx: Context) -> None:
     """An export over 1 MiB (responses may be up to 64 MiB), imported in parts under the request limit."""
     bulk = Person("b0b0b0b0-1111-4222-8333-444455556666", "zz.bulk@contoso.example", "Bulk Wire")
@@ -918,7 +974,7 @@ def check_status(ctx: Context) -> None:
         export = client.export_cache()
         status = client.get_status()
         expect(status["version"] == version["linuxBrokerVersion"], "version differs from linuxBrokerVersion")
-        expect(status["protocolVersion"] == "1.1", f"protocolVersion {status['protocolVersion']}")
+        expect(status["protocolVersion"] == "1.2", f"protocolVersion {status['protocolVersion']}")
         expect(status["pid"] == ctx.daemon.process.pid, f"pid {status['pid']} != {ctx.daemon.process.pid}")
         # section 9.8: a healthy store says so (nothing damaged on disk, no failed write, the database found)
         expect(status.get("store") == {"damagedEntries": 0, "failedWrites": 0, "databaseWasMissing": False},
@@ -2370,7 +2426,7 @@ def check_client_notification(ctx: Context) -> None:
         client.notify("removeAccount", {"account": {"identifier": temp.identifier}})  # executed
         client.send_raw(b'{"jsonrpc":"2.0","method":"getStatus","params":{"correlationId":"\\ud800"}}\n')
         first = client.call("getLinuxBrokerVersion", {"protocolVersion": "1.0"})
-        expect(first["protocolVersion"] == "1.1", "")
+        expect(first["protocolVersion"] == "1.2", "")
         # the removal runs concurrently: wait (bounded) until it took effect
         deadline = time.monotonic() + 10
         gone = False
@@ -2818,6 +2874,8 @@ def main() -> int:
         c("interactive methods: listed, params checked, no flow to complete or cancel",
           expect_interactive_params_checked)
         c("removeAccount: one client id, then entirely, then no_account", check_remove_account)
+        c("grants: createGrant serves over HTTP, listGrants hides the secret, revokeGrant stops it; errors",
+          check_grants)
         c("exportCache over 1 MiB after an import in parts under the request limit", check_large_export)
         c("getStatus: schema, pid, socket, state directory, counters, recentErrors", check_status)
 

@@ -50,6 +50,17 @@ public final class SQLiteTokenStore: TokenStore {
                     """
             )
         }
+        migrator.registerMigration("v2: sealed grants") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE grant_record (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        body BLOB NOT NULL,
+                        updated_at INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    """
+            )
+        }
         return migrator
     }
 
@@ -159,6 +170,57 @@ public final class SQLiteTokenStore: TokenStore {
     /// The authenticated data a body is sealed with: its row.
     static func context(section: String, rowID: String) -> String {
         "tokenbroker.entry.v1\u{0}\(section)\u{0}\(rowID)"
+    }
+}
+
+extension SQLiteTokenStore: GrantStore {
+    /// Reads and opens every grant record.
+    public func loadGrants() async throws -> (records: [String: Data], damaged: [String]) {
+        let rows = try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, body FROM grant_record").map { row in
+                (id: row["id"] as String, body: row["body"] as Data)
+            }
+        }
+        var records: [String: Data] = [:]
+        var damaged: [String] = []
+        for row in rows {
+            do {
+                records[row.id] = try sealer.open(row.body, context: Self.grantContext(id: row.id))
+            } catch {
+                damaged.append(row.id)
+            }
+        }
+        return (records, damaged)
+    }
+
+    /// Seals and writes one grant record.
+    public func saveGrant(id: String, record: Data) async throws {
+        let body = try sealer.seal(record, context: Self.grantContext(id: id))
+        let now = clock.nowSeconds
+        try await pool.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO grant_record (id, body, updated_at) VALUES (?, ?, ?)
+                    ON CONFLICT (id) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at
+                    """,
+                arguments: [id, body, now]
+            )
+        }
+    }
+
+    /// Deletes grant records in one transaction.
+    public func deleteGrants(ids: [String]) async throws {
+        guard !ids.isEmpty else { return }
+        try await pool.write { db in
+            for id in ids {
+                try db.execute(sql: "DELETE FROM grant_record WHERE id = ?", arguments: [id])
+            }
+        }
+    }
+
+    /// The authenticated data a grant record is sealed with: its id.
+    static func grantContext(id: String) -> String {
+        "tokenbroker.grant.v1\u{0}\(id)"
     }
 }
 

@@ -1,3 +1,5 @@
+public import Foundation
+
 /// Durable storage for cache entries.
 ///
 /// The in-memory ``CacheContents`` is the read path; a store only has to load everything once and apply change sets
@@ -25,4 +27,17 @@ public struct StoredEntries: Sendable {
         self.entries = entries
         self.damaged = damaged
     }
+}
+
+/// Durable storage of the managed-identity endpoint's grants: opaque records by id, kept beside the cache and
+/// sealed with its key.
+public protocol GrantStore: Sendable {
+    /// Every stored grant record, plus the ids of records that could not be opened (kept on disk).
+    func loadGrants() async throws -> (records: [String: Data], damaged: [String])
+
+    /// Writes `record` under `id` durably (replacing one there).
+    func saveGrant(id: String, record: Data) async throws
+
+    /// Deletes the records of `ids` durably.
+    func deleteGrants(ids: [String]) async throws
 }

@@ -154,11 +154,40 @@ public enum Methods {
         public static var answersFromMemory: Bool { true }
     }
 
+    /// `createGrant`: a capability for the managed-identity endpoint.
+    public enum CreateGrant: BrokerMethod {
+        public typealias Params = CreateGrantParams
+        public typealias Result = CreateGrantResult
+        public static var name: MethodName { .createGrant }
+    }
+
+    /// `listGrants`: the managed-identity endpoint's grants.
+    public enum ListGrants: BrokerMethod {
+        public typealias Params = ListGrantsParams
+        public typealias Result = ListGrantsResult
+        public static var name: MethodName { .listGrants }
+    }
+
+    /// `revokeGrant`: ends a grant at once.
+    public enum RevokeGrant: BrokerMethod {
+        public typealias Params = RevokeGrantParams
+        public typealias Result = RevokeGrantResult
+        public static var name: MethodName { .revokeGrant }
+    }
+
+    /// `discardAccessToken`: drops a token its audience refused, so that the next request refreshes.
+    public enum DiscardAccessToken: BrokerMethod {
+        public typealias Params = DiscardAccessTokenParams
+        public typealias Result = DiscardAccessTokenResult
+        public static var name: MethodName { .discardAccessToken }
+    }
+
     /// Every method, in the order `getLinuxBrokerVersion` lists them.
     public static let all: [any BrokerMethod.Type] = [
         GetLinuxBrokerVersion.self, GetAccounts.self, GetAccount.self, AcquireTokenSilently.self,
         AcquireTokenInteractively.self, CompleteInteractiveFlow.self, CancelInteractiveFlow.self, RemoveAccount.self,
-        ImportCache.self, ExportCache.self, GetStatus.self,
+        ImportCache.self, ExportCache.self, GetStatus.self, CreateGrant.self, ListGrants.self, RevokeGrant.self,
+        DiscardAccessToken.self,
     ]
 
     /// The method of a wire name.
@@ -199,6 +228,16 @@ extension GetStatusParams: CorrelatedParams {
     /// No params needed.
     public static var whenOmitted: GetStatusParams? { GetStatusParams() }
 }
+
+extension CreateGrantParams: CorrelatedParams {}
+
+extension ListGrantsParams: CorrelatedParams {
+    /// No params: every grant.
+    public static var whenOmitted: ListGrantsParams? { ListGrantsParams() }
+}
+
+extension RevokeGrantParams: CorrelatedParams {}
+extension DiscardAccessTokenParams: CorrelatedParams {}
 
 /// A field of a method's params, as an `invalid_params` error names it (`params.authParameters.clientId`), spelled
 /// from the params' own coding keys.

@@ -1,0 +1,212 @@
+public import BrokerCache
+public import BrokerProtocol
+public import BrokerTime
+import Crypto
+import Foundation
+import Synchronization
+
+/// One grant of the managed-identity endpoint: what its secret lets a holder ask for, and until when.
+///
+/// The secret itself is never kept: only its SHA-256, which a request's header is compared with in constant time.
+public struct GrantRecord: Sendable, Hashable, Codable {
+    /// The grant's id, for listing and revoking.
+    public let id: String
+    /// A name for people and the audit log.
+    public let label: String
+    /// The app whose tokens it hands out.
+    public let clientId: String
+    /// The authority, as given when it was created.
+    public let authority: String?
+    /// Resources a holder may ask for (asked for as `<resource>/.default`).
+    public let resources: [String]
+    /// Scopes a holder may ask for, each named as the request's `resource`.
+    public let scopes: [String]
+    /// The account's identifier.
+    public let accountIdentifier: String
+    /// The account's username, when the cache knew it.
+    public let username: String?
+    /// When it was created (epoch seconds).
+    public let createdAt: Int64
+    /// When it expires (epoch seconds).
+    public let expiresAt: Int64
+    /// Where its endpoint listens (the port a bind picked, once bound).
+    public let listen: ListenAddress
+    /// SHA-256 of the secret.
+    let secretDigest: Data
+
+    /// What a holder asks for when it names `resource`: the grant's resource or scope it matches, if any.
+    ///
+    /// A resource matches with or without one trailing slash (`https://vault.azure.net/` and `…net`); a scope
+    /// matches as itself, or as `<resource>/.default` (what Azure SDKs turn a `.default` scope into).
+    public func ask(for resource: String) -> Ask? {
+        func trimmed(_ text: String) -> String { text.hasSuffix("/") ? String(text.dropLast()) : text }
+        if let match = resources.first(where: { trimmed($0) == trimmed(resource) }) { return .resource(match) }
+        if let match = scopes.first(where: { $0 == resource || $0 == trimmed(resource) + "/.default" }) {
+            return .scope(match)
+        }
+        return nil
+    }
+
+    /// What a request through a grant asks the broker for.
+    public enum Ask: Sendable, Hashable {
+        /// An ADAL v1 resource.
+        case resource(String)
+        /// One scope.
+        case scope(String)
+    }
+
+    /// The silent request for `ask`: the grant's app, authority and account.
+    public func silentParams(for ask: Ask, correlationId: String) -> AcquireTokenSilentlyParams {
+        var parameters = AuthParameters(
+            clientId: clientId,
+            authority: authority,
+            account: AccountSelector(identifier: accountIdentifier)
+        )
+        parameters.set(ask)
+        return AcquireTokenSilentlyParams(authParameters: parameters, correlationId: correlationId)
+    }
+
+    /// The grant as `listGrants` shows it.
+    public func listed(listening: Bool, problem: String?, tokensServed: Int) -> EndpointGrant {
+        EndpointGrant(
+            id: id,
+            label: label,
+            clientId: clientId,
+            authority: authority,
+            resources: resources,
+            scopes: scopes,
+            accountIdentifier: accountIdentifier,
+            username: username,
+            createdAt: createdAt,
+            expiresAt: expiresAt,
+            endpoint: listen.endpointURL,
+            listening: listening,
+            problem: problem,
+            tokensServed: tokensServed
+        )
+    }
+}
+
+/// The grants of the managed-identity endpoint: in memory for the requests, durable in the cache's store.
+///
+/// A grant survives restarts until it expires or is revoked; an expired one is refused at once and dropped from
+/// the store the next time the broker starts.
+public final class GrantBook: Sendable {
+    private let store: (any GrantStore)?
+    private let clock: any BrokerClock
+    private let state = Mutex<[String: Held]>([:])
+
+    private struct Held: Sendable {
+        var record: GrantRecord
+        var served = 0
+    }
+
+    /// A book over `store` (none: grants last until the broker stops, for tests of one module).
+    public init(store: (any GrantStore)?, clock: any BrokerClock) {
+        self.store = store
+        self.clock = clock
+    }
+
+    /// Loads the stored grants, dropping the expired ones from the store; returns the ids of records that could
+    /// not be opened (left in place).
+    public func load() async throws -> [String] {
+        guard let store else { return [] }
+        let (records, damaged) = try await store.loadGrants()
+        let now = clock.nowSeconds
+        var expired: [String] = []
+        var loaded: [String: Held] = [:]
+        var unreadable = damaged
+        for (id, data) in records {
+            guard let record = try? JSONDecoder().decode(GrantRecord.self, from: data), record.id == id else {
+                unreadable.append(id)
+                continue
+            }
+            if record.expiresAt <= now { expired.append(id) } else { loaded[id] = Held(record: record) }
+        }
+        try await store.deleteGrants(ids: expired)
+        // A grant created while the store was read is kept.
+        state.withLock { $0.merge(loaded) { current, _ in current } }
+        return unreadable
+    }
+
+    /// The grants not yet expired, oldest first, with the tokens each served.
+    public var all: [(record: GrantRecord, served: Int)] {
+        let now = clock.nowSeconds
+        return state.withLock { held in
+            held.values.filter { $0.record.expiresAt > now }.map { ($0.record, $0.served) }
+        }
+        .sorted { ($0.record.createdAt, $0.record.id) < ($1.record.createdAt, $1.record.id) }
+    }
+
+    /// Makes a new grant's secret and id: the secret 32 random bytes (base64url), the id 6.
+    static func newSecret() -> (id: String, secret: String, digest: Data) {
+        var generator = SystemRandomNumberGenerator()
+        let secret = Base64URL.encode((0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        let id =
+            "g"
+            + (0..<6).map { _ in String(UInt8.random(in: 0...255, using: &generator), radix: 16) }
+            .map { $0.count == 1 ? "0" + $0 : $0 }.joined()
+        return (id, secret, Data(SHA256.hash(data: Data(secret.utf8))))
+    }
+
+    /// Keeps `record` durably, then serves it.
+    func add(_ record: GrantRecord) async throws {
+        try await store?.saveGrant(id: record.id, record: try JSONEncoder().encode(record))
+        state.withLock { $0[record.id] = Held(record: record) }
+    }
+
+    /// Stops serving the grant with `id` at once, then drops it from the store.
+    func remove(_ id: String) async throws {
+        state.withLock { _ = $0.removeValue(forKey: id) }
+        try await store?.deleteGrants(ids: [id])
+    }
+
+    /// The grant whose secret is `secret`, expired or not (the caller says which).
+    ///
+    /// Compares the secret's SHA-256 with every grant's, each in constant time and without stopping at a match,
+    /// so the time taken tells nothing about the secrets held.
+    public func holder(of secret: String) -> GrantRecord? {
+        guard !secret.isEmpty, secret.utf8.count <= 512 else { return nil }
+        let digest = Data(SHA256.hash(data: Data(secret.utf8)))
+        return state.withLock { held in
+            var found: GrantRecord?
+            for entry in held.values where Self.constantTimeEqual(entry.record.secretDigest, digest) {
+                found = entry.record
+            }
+            return found
+        }
+    }
+
+    /// Counts a token served through the grant with `id`.
+    public func served(_ id: String) {
+        state.withLock { $0[id]?.served += 1 }
+    }
+
+    /// The grant `name` names: its id, else a label that names exactly one grant.
+    func named(_ name: String) -> Result<GrantRecord, BrokerFailure> {
+        let grants = all.map(\.record)
+        if let grant = grants.first(where: { $0.id == name }) { return .success(grant) }
+        let labelled = grants.filter { $0.label == name }
+        let field = ParamField(RevokeGrantParams.CodingKeys.grant)
+        switch labelled.count {
+        case 1: return .success(labelled[0])
+        case 0:
+            return .failure(.invalidParams(field, "no grant has the id or label \(shown(name))"))
+        default:
+            return .failure(
+                .invalidParams(
+                    field,
+                    "\(labelled.count) grants have the label \(shown(name)); revoke one by its id "
+                        + "(tokenbroker grant list)"
+                )
+            )
+        }
+    }
+
+    static func constantTimeEqual(_ left: Data, _ right: Data) -> Bool {
+        guard left.count == right.count else { return false }
+        var difference: UInt8 = 0
+        for (a, b) in zip(left, right) { difference |= a ^ b }
+        return difference == 0
+    }
+}

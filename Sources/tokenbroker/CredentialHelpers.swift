@@ -1,0 +1,351 @@
+import ArgumentParser
+import BrokerClient
+import BrokerProtocol
+import BrokerSettings
+import Glibc
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// `tokenbroker git-credential`: git's credential helper protocol, answered from the broker's cache.
+struct GitCredential: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "git-credential",
+        abstract: "A git credential helper: an access token for the host's resource, from the broker's cache.",
+        discussion: """
+            Set it up per host with --configure (writes credential.<url>.helper to ~/.gitconfig):
+
+              tokenbroker git-credential --configure dev.azure.com
+
+            For Azure DevOps (dev.azure.com, *.visualstudio.com) the app defaults to the Azure CLI's
+            client id and the resource to Azure DevOps' (499b84ac-1321-427f-aa17-267ca6975798); any
+            other host needs --client-id and --resource or --scope. `get` answers with the token as the
+            password (over https, or plain http to a loopback address only); `erase`, which git runs
+            when the server refused it, drops that token from the broker's cache, so the next `get`
+            refreshes; `store` keeps nothing. When a sign-in is needed it says how on stderr and fails,
+            and git goes on to its other helpers.
+            """
+    )
+
+    /// Azure DevOps' resource (its application id).
+    static let azureDevOpsResource = "499b84ac-1321-427f-aa17-267ca6975798"
+    /// The Azure CLI's client id: Microsoft's public client that may ask for Azure DevOps' resource (a FOCI app).
+    static let azureCLIClientId = "04b07795-8ddb-461a-bbee-02f9e1bf7b46"
+    /// The authority for work and school accounts.
+    static let organizations = "https://login.microsoftonline.com/organizations"
+
+    @OptionGroup var connection: ConnectionOptions
+    @Option(help: "The app's client id (default for Azure DevOps: the Azure CLI's).") var clientId: String?
+    @Option(name: .customLong("scope"), help: "A scope; repeatable.") var scopes: [String] = []
+    @Option(help: "The resource, asked for as <resource>/.default (default for Azure DevOps: its resource id).")
+    var resource: String?
+    @Option(help: "The authority (default for Azure DevOps: https://login.microsoftonline.com/organizations).")
+    var authority: String?
+    @Option(help: "The account: identifier or username (default: the only account).") var account: String?
+    @Option(help: "Configure git to ask this helper for HOST (or a URL such as http://127.0.0.1:8080), then exit.")
+    var configure: String?
+    @Argument(help: "What git asks: get, store or erase.") var action: String?
+
+    func validate() throws {
+        if configure == nil, action == nil {
+            throw ValidationError("give the action (get, store, erase) or --configure")
+        }
+        if configure != nil, action != nil { throw ValidationError("--configure takes no action") }
+        if let configure, clientId == nil, !Self.isAzureDevOps(host: Self.url(configure).host) {
+            throw ValidationError("--client-id and --resource or --scope are needed for hosts other than Azure DevOps")
+        }
+    }
+
+    /// git's `host` without its port: `127.0.0.1:8080` → `127.0.0.1`, `[::1]:8080` → `[::1]`.
+    static func withoutPort(_ host: String) -> String {
+        if host.hasPrefix("["), let close = host.firstIndex(of: "]") { return String(host[...close]) }
+        let parts = host.split(separator: ":", omittingEmptySubsequences: false)
+        return parts.count == 2 ? String(parts[0]) : host
+    }
+
+    static func isAzureDevOps(host: String) -> Bool {
+        let name = host.split(separator: ":").first.map { $0.lowercased() } ?? ""
+        return name == "dev.azure.com" || name.hasSuffix(".visualstudio.com")
+    }
+
+    /// `dev.azure.com` as `https://dev.azure.com`; a URL as itself, without a trailing slash.
+    static func url(_ text: String) -> (url: String, host: String) {
+        var url = text.contains("://") ? text : "https://" + text
+        while url.hasSuffix("/") { url.removeLast() }
+        let host = url.split(separator: "/", omittingEmptySubsequences: true).dropFirst().first.map(String.init) ?? ""
+        return (url, host)
+    }
+
+    /// The app and what it asks for, for `host`: the options given, else Azure DevOps' defaults.
+    func request(forHost host: String) -> TokenRequest? {
+        let devOps = Self.isAzureDevOps(host: host)
+        guard let clientId = clientId ?? (devOps ? Self.azureCLIClientId : nil) else { return nil }
+        let resource = resource ?? (scopes.isEmpty && devOps ? Self.azureDevOpsResource : nil)
+        guard resource != nil || !scopes.isEmpty else { return nil }
+        return TokenRequest(
+            clientId: clientId,
+            scopes: scopes,
+            resource: resource,
+            authority: authority ?? (devOps ? Self.organizations : nil),
+            account: account.map(AccountSelector.init(identifierOrUsername:))
+        )
+    }
+
+    func run() async throws {
+        if let configure { return try configureGit(for: configure) }
+        let attributes: [String: String]
+        switch CredentialInput.read() {
+        case .success(let read): attributes = read
+        case .failure(let failure):
+            Output.error("git-credential: \(failure.description)")
+            throw ExitCode(64)
+        }
+        switch action {
+        case "get": try await get(attributes)
+        case "erase": try await erase(attributes)
+        default: return  // `store`, and actions of later gits: nothing to keep.
+        }
+    }
+
+    private func get(_ attributes: [String: String]) async throws {
+        let scheme = attributes["protocol"] ?? ""
+        let host = attributes["host"] ?? ""
+        guard scheme == "https" || (scheme == "http" && LoopbackHost.contains(Self.withoutPort(host))) else {
+            Output.error("git-credential: no token over \(scheme.isEmpty ? "an unnamed protocol" : scheme) to \(host)")
+            throw ExitCode.failure
+        }
+        guard let request = request(forHost: host) else {
+            Output.error("git-credential: \(host) needs --client-id and --resource or --scope in the helper's command")
+            throw ExitCode.failure
+        }
+        try await withBroker(connection) { broker in
+            let result: TokenResult
+            do {
+                result = try await broker.acquireTokenSilent(request)
+            } catch let error as BrokerError {
+                guard error.code == .interactionRequired || error.code == .noAccount else { throw error }
+                throw Failure(error, hint: "sign in with: " + Format.loginCommand(for: request))
+            }
+            var answer = ""
+            if attributes["username"] == nil {
+                answer += "username=\(result.account.username.isEmpty ? "tokenbroker" : result.account.username)\n"
+            }
+            answer += "password=\(result.accessToken.reveal())\npassword_expiry_utc=\(result.expiresOn / 1000)\n"
+            Output.write(1, answer)
+        }
+    }
+
+    private func erase(_ attributes: [String: String]) async throws {
+        guard let password = attributes["password"], !password.isEmpty else { return }
+        try await withBroker(connection) { broker in
+            _ = try await broker.discardAccessToken(Secret(password))
+        }
+    }
+
+    private func configureGit(for target: String) throws {
+        let (url, _) = Self.url(target)
+        var words = [Process.executablePath, "git-credential"]
+        if let socket = connection.socket { words += ["--socket", socket] }
+        if let clientId { words += ["--client-id", clientId] }
+        for scope in scopes { words += ["--scope", scope] }
+        if let resource { words += ["--resource", resource] }
+        if let authority { words += ["--authority", authority] }
+        if let account { words += ["--account", account] }
+        let helper = words.map(ShellWords.quote).joined(separator: " ")
+        let key = "credential.\(url).helper"
+        // Already there: nothing to add (a helper listed twice would be asked twice).
+        if Process.run(["git", "config", "--global", "--fixed-value", "--get-all", key, helper], quiet: true) == 0 {
+            return Output.line("git already asks tokenbroker for \(url)")
+        }
+        guard Process.run(["git", "config", "--global", "--add", key, helper], quiet: false) == 0 else {
+            Output.error(
+                "git config failed; add this to ~/.gitconfig yourself:\n[credential \"\(url)\"]\n\thelper = \(helper)"
+            )
+            throw ExitCode.failure
+        }
+        Output.line("git now asks tokenbroker for \(url) (\(key) in ~/.gitconfig)")
+    }
+}
+
+/// `tokenbroker kube-credential`: a kubectl (client-go) exec credential plugin.
+struct KubeCredential: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "kube-credential",
+        abstract: "A kubectl exec credential plugin: prints an ExecCredential with a token from the broker's cache.",
+        discussion: """
+            In a kubeconfig's users[].user.exec (see the README):
+
+              apiVersion: client.authentication.k8s.io/v1
+              command: tokenbroker
+              args: [kube-credential, --client-id, <app>, --scope, <scope>]
+              interactiveMode: Never
+
+            Answers in the apiVersion KUBERNETES_EXEC_INFO names (v1 or v1beta1). For an API server that
+            checks OpenID Connect id tokens (--oidc-issuer-url), give --token-type id.
+            """
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var app: AppOptions
+    @Option(help: "The account: identifier or username (default: the only account).") var account: String?
+    @Option(help: "Which token the cluster takes: access or id.") var tokenType: KubeTokenType = .access
+
+    enum KubeTokenType: String, ExpressibleByArgument {
+        case access, id
+    }
+
+    static let apiVersions = ["client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"]
+
+    private struct ExecInfo: Decodable {
+        let apiVersion: String?
+    }
+
+    private struct ExecCredential: Encodable {
+        let apiVersion: String
+        let kind = "ExecCredential"
+        let status: Status
+
+        struct Status: Encodable {
+            let token: String
+            let expirationTimestamp: String
+        }
+    }
+
+    func run() async throws {
+        var apiVersion = Self.apiVersions[0]
+        if let info = ProcessInfo.processInfo.environment["KUBERNETES_EXEC_INFO"], !info.isEmpty {
+            guard let decoded = try? JSONDecoder().decode(ExecInfo.self, from: Data(info.utf8)) else {
+                Output.error("kube-credential: KUBERNETES_EXEC_INFO is not an ExecCredential in JSON")
+                throw ExitCode(64)
+            }
+            if let version = decoded.apiVersion {
+                guard Self.apiVersions.contains(version) else {
+                    Output.error("kube-credential: apiVersion \(version.prefix(80)) is not one of \(Self.apiVersions)")
+                    throw ExitCode(64)
+                }
+                apiVersion = version
+            }
+        }
+        try await withBroker(connection) { broker in
+            let (token, expiresAt) = try await token(from: broker)
+            let credential = ExecCredential(
+                apiVersion: apiVersion,
+                status: .init(
+                    token: token,
+                    expirationTimestamp: Date(timeIntervalSince1970: TimeInterval(expiresAt)).ISO8601Format()
+                )
+            )
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            Output.write(1, Array(try encoder.encode(credential)) + [UInt8(ascii: "\n")])
+        }
+    }
+
+    /// The token and when it expires (epoch seconds): the access token, or the id token that came with it (a fresh
+    /// one when the cached one has less than a minute left).
+    private func token(from broker: Broker) async throws -> (String, Int64) {
+        var request = TokenRequest(
+            clientId: app.clientId,
+            scopes: app.scopeList,
+            resource: app.resource,
+            authority: app.authority,
+            account: account.map(AccountSelector.init(identifierOrUsername:))
+        )
+        for attempt in 0..<2 {
+            let result: TokenResult
+            do {
+                result = try await broker.acquireTokenSilent(request)
+            } catch {
+                guard error.code == .interactionRequired || error.code == .noAccount else { throw error }
+                throw Failure(error, hint: "sign in with: " + Format.loginCommand(for: app))
+            }
+            guard tokenType == .id else { return (result.accessToken.reveal(), result.expiresOn / 1000) }
+            guard let idToken = result.idToken?.reveal(), let expiry = Self.expiry(ofJWT: idToken) else {
+                throw Failure("the provider gave no id token for this app", exitCode: .failure)
+            }
+            if expiry - Int64(Date().timeIntervalSince1970) > 60 || attempt == 1 { return (idToken, expiry) }
+            request.forceRefresh = true
+        }
+        throw Failure("no fresh id token", exitCode: .failure)
+    }
+
+    /// The `exp` claim of a JWT, unverified (the broker checked it when it took the token).
+    static func expiry(ofJWT token: String) -> Int64? {
+        let parts = token.split(separator: ".")
+        guard parts.count == 3, let payload = Base64URL.decode(parts[1]) else { return nil }
+        struct Claims: Decodable { let exp: Int64 }
+        return try? JSONDecoder().decode(Claims.self, from: payload).exp
+    }
+}
+
+/// git's credential input: `key=value` lines up to a blank line or the end, at most 64 KiB.
+enum CredentialInput {
+    static let maximumBytes = 64 << 10
+
+    struct Malformed: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    static func read() -> Result<[String: String], Malformed> {
+        guard case .success(let bytes) = Files.read(nil) else {
+            return .failure(Malformed(description: "cannot read stdin"))
+        }
+        guard bytes.count <= maximumBytes else { return .failure(Malformed(description: "the input is over 64 KiB")) }
+        guard let text = String(validating: bytes, as: UTF8.self), !text.contains("\0") else {
+            return .failure(Malformed(description: "the input is not UTF-8 text"))
+        }
+        var attributes: [String: String] = [:]
+        for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = line.hasSuffix("\r") ? line.dropLast() : line
+            if line.isEmpty { break }
+            guard let equals = line.firstIndex(of: "="), equals != line.startIndex else {
+                return .failure(Malformed(description: "line \(number + 1) is not key=value"))
+            }
+            // Repeated keys (`wwwauth[]`, `capability[]`) keep the last: only single-valued ones are read.
+            attributes[String(line[..<equals])] = String(line[line.index(after: equals)...])
+        }
+        return .success(attributes)
+    }
+}
+
+extension Format {
+    /// The `tokenbroker login` command that signs in for `request`.
+    static func loginCommand(for request: TokenRequest) -> String {
+        var parts = ["tokenbroker", "login", "--client-id", request.clientId]
+        if let authority = request.authority { parts += ["--authority", authority] }
+        for scope in request.scopes { parts += ["--scope", ShellWords.quote(scope)] }
+        if let resource = request.resource { parts += ["--resource", ShellWords.quote(resource)] }
+        return parts.joined(separator: " ")
+    }
+}
+
+/// Running another program (git) without Foundation's Process.
+enum Process {
+    /// This executable's absolute path.
+    static var executablePath: String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard count > 0 else { return "tokenbroker" }
+        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Runs `arguments` (found on PATH) and returns its exit status; -1 when it could not start.
+    ///
+    /// `quiet` sends its stdout to /dev/null.
+    static func run(_ arguments: [String], quiet: Bool) -> Int32 {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if quiet { posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0) }
+        var pid: pid_t = 0
+        var argv = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        guard posix_spawnp(&pid, arguments[0], &actions, nil, &argv, environ) == 0 else { return -1 }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : -1
+    }
+}
