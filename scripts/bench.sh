@@ -67,6 +67,31 @@ PY
 TOKENBROKER_SOCKET="$SOCK" hyperfine -N --warmup 10 --runs "$TOKEN_RUNS" --export-json "$OUT/token.json" \
   "$BIN/tokenbroker $TOKEN_ARGS" >&2
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(json.dumps({"kind":"process","label":"tokenbroker token","median_ms":r["median"]*1000,"mean_ms":r["mean"]*1000,"max_ms":r["max"]*1000}))' "$OUT/token.json" | tee -a "$RESULTS" >/dev/null
+echo "=== the managed-identity endpoint, the git helper and the kube plugin" >&2
+read -r CLIENT_ID AUTHORITY_URL SCOPE ACCOUNT < <(python3 - "$WORK/request.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["params"]["authParameters"]
+print(p["clientId"], p["authority"], p["requestedScopes"][0], p["account"]["identifier"])
+PY
+)
+APP=(--client-id "$CLIENT_ID" --authority "$AUTHORITY_URL" --scope "$SCOPE" --account "$ACCOUNT")
+TOKENBROKER_SOCKET="$SOCK" "$BIN/tokenbroker" grant create "${APP[@]}" --output "$WORK/grant.env" 2>/dev/null
+ENDPOINT=$(sed -n 's|^IDENTITY_ENDPOINT=http://\([^/]*\)/.*|\1|p' "$WORK/grant.env")
+sed -n 's/^IDENTITY_HEADER=//p' "$WORK/grant.env" > "$WORK/grant.secret"
+for connections in 1 32; do
+  bench endpoint --address "$ENDPOINT" --secret-file "$WORK/grant.secret" --resource "$SCOPE" \
+    --connections "$connections" --seconds "$SECONDS_PER_RUN" --server-pid "$DAEMON" >/dev/null
+done
+printf 'protocol=https\nhost=git.example.com\n\n' > "$WORK/git-input"
+# git pipes the request on stdin: hyperfine runs it through a shell and subtracts the shell's own start-up.
+TOKENBROKER_SOCKET="$SOCK" hyperfine --warmup 10 --runs "$TOKEN_RUNS" --export-json "$OUT/git.json" \
+  "$BIN/tokenbroker git-credential ${APP[*]} get < $WORK/git-input" >&2
+TOKENBROKER_SOCKET="$SOCK" hyperfine -N --warmup 10 --runs "$TOKEN_RUNS" --export-json "$OUT/kube.json" \
+  "$BIN/tokenbroker kube-credential ${APP[*]}" >&2
+for name in git kube; do
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(json.dumps({"kind":"process","label":sys.argv[2],"median_ms":r["median"]*1000,"mean_ms":r["mean"]*1000,"max_ms":r["max"]*1000}))' \
+    "$OUT/$name.json" "$([ $name = git ] && echo 'tokenbroker git-credential get' || echo 'tokenbroker kube-credential')" | tee -a "$RESULTS" >/dev/null
+done
 if [ -x scripts/bench-oidc-token.sh ]; then scripts/bench-oidc-token.sh "$TOKEN_RUNS" | tee -a "$RESULTS" >/dev/null || echo "oidc-token comparison failed" >&2; fi
 kill "$DAEMON"; wait "$DAEMON" 2>/dev/null || true
 

@@ -33,6 +33,11 @@ for r in by("rss"):
 for r in by("lookup"):
     print(f"- cache lookup (TokenBroker.cachedToken, in process) with {r['tokens']:,} tokens: {r['us_per_lookup']:.2f} µs")
 
+print("\n### The managed-identity endpoint (cached token, one TCP connection per request)\n")
+for r in by("endpoint"):
+    print(f"- {r['connections']} client(s): {r['rps']:,.0f} req/s, p50 {r['p50_us']:.0f} µs, p99 {r['p99_us']:.0f} µs, "
+          f"server CPU {r.get('server_cpu_us_per_request', 0):.1f} µs per request, {r['failures']} failures")
+
 print("\n### Whole process\n")
 for r in by("process"):
     print(f"- `{r['label']}`: median {r['median_ms']:.2f} ms, mean {r['mean_ms']:.2f} ms, max {r['max_ms']:.2f} ms")

@@ -7,7 +7,9 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tokenbroker-bench",
         abstract: "Load generator and measurements for tokenbroker's benchmark (see scripts/bench.sh).",
-        subcommands: [Latency.self, Throughput.self, Seed.self, Lookup.self, Refresh.self, SingleFlight.self]
+        subcommands: [
+            Latency.self, Throughput.self, Seed.self, Lookup.self, Refresh.self, SingleFlight.self, Endpoint.self,
+        ]
     )
 }
 
