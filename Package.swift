@@ -218,6 +218,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "BrokerManagedIdentityTests",
+            dependencies: [
+                "BrokerManagedIdentity", "BrokerCore", "BrokerCache", "BrokerProtocol", "BrokerTestSupport", nioCore,
+                nioHTTP1, logging,
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "BrokerClientTests",
             dependencies: ["BrokerClient", "BrokerProtocol", "BrokerTestSupport", nioCore, nioEmbedded],
             swiftSettings: swiftSettings

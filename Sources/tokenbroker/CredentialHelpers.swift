@@ -113,8 +113,12 @@ struct GitCredential: AsyncParsableCommand {
     private func get(_ attributes: [String: String]) async throws {
         let scheme = attributes["protocol"] ?? ""
         let host = attributes["host"] ?? ""
+        guard !scheme.isEmpty, !host.isEmpty else {
+            Output.error("git-credential: the input names no protocol and host (git sends protocol=… and host=…)")
+            throw ExitCode(64)
+        }
         guard scheme == "https" || (scheme == "http" && LoopbackHost.contains(Self.withoutPort(host))) else {
-            Output.error("git-credential: no token over \(scheme.isEmpty ? "an unnamed protocol" : scheme) to \(host)")
+            Output.error("git-credential: no token over \(scheme) to \(host): https only, or http to a loopback address")
             throw ExitCode.failure
         }
         guard let request = request(forHost: host) else {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import BrokerClient
 import BrokerProtocol
+import BrokerSettings
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -69,20 +70,33 @@ struct GrantCreate: AsyncParsableCommand {
         return Int(text).flatMap { $0 > 0 ? $0 : nil }
     }
 
+    private var params: CreateGrantParams {
+        CreateGrantParams(
+            clientId: clientId,
+            authority: authority,
+            resources: resources.isEmpty ? nil : resources,
+            scopes: scopes.isEmpty ? nil : scopes,
+            account: account.map(AccountSelector.init(identifierOrUsername:)),
+            lifetimeSeconds: ttl.flatMap(Self.seconds),
+            label: label,
+            listen: listen
+        )
+    }
+
     func run() async throws {
         try await withBroker(connection) { broker in
-            let created = try await broker.createGrant(
-                CreateGrantParams(
-                    clientId: clientId,
-                    authority: authority,
-                    resources: resources.isEmpty ? nil : resources,
-                    scopes: scopes.isEmpty ? nil : scopes,
-                    account: account.map(AccountSelector.init(identifierOrUsername:)),
-                    lifetimeSeconds: ttl.flatMap(Self.seconds),
-                    label: label,
-                    listen: listen
-                )
-            )
+            let request = params
+            let created: CreateGrantResult
+            do {
+                created = try await broker.createGrant(request)
+            } catch let error as BrokerError {
+                guard error.code == .noAccount else { throw error }
+                var login = ["tokenbroker", "login", "--client-id", clientId]
+                if let authority { login += ["--authority", authority] }
+                login += (resources.flatMap { ["--resource", $0] } + scopes.flatMap { ["--scope", $0] })
+                    .map(ShellWords.quote)
+                throw Failure(error, hint: "sign in first: " + login.joined(separator: " "))
+            }
             let grant = created.grant
             if json { return try Output.json(created) }
             let lines = "IDENTITY_ENDPOINT=\(grant.endpoint)\nIDENTITY_HEADER=\(created.identityHeader.reveal())\n"
