@@ -54,7 +54,7 @@ final class TokenRequestHandler: ChannelInboundHandler {
     }
 
     private func answer(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
-        let request = TokenRequest.parse(
+        let request = EndpointRequest.parse(
             head,
             hasBody: bodyBytes > 0,
             local: context.channel.localAddress,

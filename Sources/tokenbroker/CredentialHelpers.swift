@@ -118,7 +118,9 @@ struct GitCredential: AsyncParsableCommand {
             throw ExitCode(64)
         }
         guard scheme == "https" || (scheme == "http" && LoopbackHost.contains(Self.withoutPort(host))) else {
-            Output.error("git-credential: no token over \(scheme) to \(host): https only, or http to a loopback address")
+            Output.error(
+                "git-credential: no token over \(scheme) to \(host): https only, or http to a loopback address"
+            )
             throw ExitCode.failure
         }
         guard let request = request(forHost: host) else {

@@ -8,7 +8,7 @@ import NIOHTTP1
 
 /// A managed-identity token request, checked: `GET /msi/token?api-version=2019-08-01&resource=…[&client_id=…]`
 /// with the grant's secret in `X-IDENTITY-HEADER`.
-struct TokenRequest: Sendable {
+struct EndpointRequest: Sendable {
     /// The secret the request brought.
     let secret: String
     /// The resource (or scope) asked for.
@@ -32,7 +32,7 @@ struct TokenRequest: Sendable {
         hasBody: Bool,
         local: SocketAddress?,
         remote: SocketAddress?
-    ) -> Result<TokenRequest, Refusal> {
+    ) -> Result<EndpointRequest, Refusal> {
         guard head.method == .GET else { return .failure(Refusal(.methodNotAllowed, "only GET is served")) }
         guard !hasBody else { return .failure(Refusal(.badRequest, "a token request has no body")) }
         guard let components = URLComponents(string: head.uri), components.path == path else {
@@ -62,7 +62,7 @@ struct TokenRequest: Sendable {
             id.count <= 64 && id.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7f } ? id : nil
         }
         return .success(
-            TokenRequest(
+            EndpointRequest(
                 secret: secret,
                 resource: resource,
                 clientId: query["client_id"].flatMap { $0.isEmpty ? nil : $0 },
@@ -88,7 +88,7 @@ extension IdentityEndpoint {
 
     /// The grant the request's secret names, checked against the request; then the token through the broker's
     /// silent path.
-    func prepare(_ request: TokenRequest) -> Result<Prepared, Refusal> {
+    func prepare(_ request: EndpointRequest) -> Result<Prepared, Refusal> {
         guard let grant = broker.grants.holder(of: request.secret) else {
             logger.notice("managed-identity request refused: unknown secret", metadata: ["from": "\(request.remote)"])
             return .failure(

@@ -10,17 +10,22 @@ import Testing
 @testable import BrokerManagedIdentity
 
 /// What the endpoint accepts as a token request, and the status it answers everything else with.
-struct TokenRequestTests {
-    private let local = try! SocketAddress(ipAddress: "172.17.0.1", port: 41234)
-    private let remote = try! SocketAddress(ipAddress: "172.17.0.2", port: 50000)
+struct EndpointRequestTests {
+    private let local: SocketAddress
+    private let remote: SocketAddress
+
+    init() throws {
+        local = try SocketAddress(ipAddress: "172.17.0.1", port: 41234)
+        remote = try SocketAddress(ipAddress: "172.17.0.2", port: 50000)
+    }
 
     private func parse(
         _ uri: String,
         method: HTTPMethod = .GET,
         headers: [(String, String)] = [("X-IDENTITY-HEADER", "secret")],
         hasBody: Bool = false
-    ) -> Result<TokenRequest, Refusal> {
-        TokenRequest.parse(
+    ) -> Result<EndpointRequest, Refusal> {
+        EndpointRequest.parse(
             HTTPRequestHead(version: .http1_1, method: method, uri: uri, headers: HTTPHeaders(headers)),
             hasBody: hasBody,
             local: local,
@@ -44,7 +49,7 @@ struct TokenRequestTests {
 
     /// Each malformed request gets its status, and a message that names the fault.
     @Test func refusesWhatIsNotATokenRequest() {
-        let cases: [(Result<TokenRequest, Refusal>, UInt, String)] = [
+        let cases: [(Result<EndpointRequest, Refusal>, UInt, String)] = [
             (parse("/msi/token?api-version=2019-08-01&resource=r", method: .POST), 405, "only GET"),
             (parse("/other?api-version=2019-08-01&resource=r"), 404, "/msi/token"),
             (parse("/msi/token?resource=r"), 400, "api-version"),
