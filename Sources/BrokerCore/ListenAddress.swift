@@ -70,15 +70,29 @@ public struct ListenAddress: Sendable, Hashable, Codable, CustomStringConvertibl
             let first = UInt8(truncatingIfNeeded: v4.s_addr)
             guard v4.s_addr != 0 else { return .failure(wildcard) }
             guard first < 224 else { return .failure(ListenAddressError("a multicast or broadcast address")) }
-            return .success(ListenAddress(validHost: host, port: port))
+            return .success(
+                ListenAddress(validHost: canonical(AF_INET, withUnsafeBytes(of: v4) { Array($0) }), port: port)
+            )
         }
         if inet_pton(AF_INET6, host, &v6) == 1 {
             let bytes = withUnsafeBytes(of: v6) { Array($0) }
             guard bytes.contains(where: { $0 != 0 }) else { return .failure(wildcard) }
             guard bytes[0] != 0xff else { return .failure(ListenAddressError("a multicast address")) }
-            return .success(ListenAddress(validHost: host, port: port))
+            // ::ffff:a.b.c.d binds the IPv4 address (::ffff:0.0.0.0 every one): the IPv4 form says what it is.
+            if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff {
+                return .failure(ListenAddressError("an IPv4-mapped address: write the IPv4 address itself"))
+            }
+            // The kernel's spelling, which is what a connection's local address is compared with.
+            return .success(ListenAddress(validHost: canonical(AF_INET6, bytes), port: port))
         }
         return .failure(ListenAddressError("not an IP address (names are not accepted): \(host.prefix(64))"))
+    }
+
+    private static func canonical(_ family: Int32, _ address: [UInt8]) -> String {
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        let written = address.withUnsafeBytes { inet_ntop(family, $0.baseAddress, &text, socklen_t(text.count)) }
+        guard written != nil else { return "" }
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     private static let wildcard = ListenAddressError(

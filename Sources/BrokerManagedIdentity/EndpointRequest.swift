@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// A managed-identity token request, checked: `GET /msi/token?api-version=2019-08-01&resource=…[&client_id=…]`
 /// with the grant's secret in `X-IDENTITY-HEADER`.
@@ -90,7 +91,19 @@ extension IdentityEndpoint {
     /// silent path.
     func prepare(_ request: EndpointRequest) -> Result<Prepared, Refusal> {
         guard let grant = broker.grants.holder(of: request.secret) else {
-            logger.notice("managed-identity request refused: unknown secret", metadata: ["from": "\(request.remote)"])
+            let now = broker.clock.elapsed
+            let count = refusals.withLock { refusals -> Int? in
+                refusals.count += 1
+                if let last = refusals.lastLogged, now - last < .seconds(60) { return nil }
+                defer { refusals = (0, now) }
+                return refusals.count
+            }
+            if let count {
+                logger.notice(
+                    "managed-identity requests refused: a secret that names no grant",
+                    metadata: ["from": "\(request.remote)", "refused": "\(count)"]
+                )
+            }
             return .failure(
                 Refusal(.unauthorized, "the X-IDENTITY-HEADER secret names no grant (revoked, or never made)")
             )

@@ -22,9 +22,16 @@ public final class IdentityEndpoint: Service, Sendable {
     let logger: Logger
     private let group: MultiThreadedEventLoopGroup
     private let listeners = Mutex<[ListenAddress: Listener]>([:])
+    /// Addresses a grant being created is about to use: not closed as unused meanwhile.
+    private let pending = Mutex<[ListenAddress: Int]>([:])
+    /// Requests refused for a secret that names no grant, and when that was last logged (a flood is logged once a
+    /// minute, with its count).
+    let refusals = Mutex<(count: Int, lastLogged: Duration?)>((0, nil))
 
-    /// Connections open at once on one listener; more are answered 503 and closed.
+    /// Connections open at once on one listener; more are closed at once.
     public static let maximumConnections = 64
+    /// Connections open at once from one peer address: one peer cannot take a listener's every slot.
+    public static let maximumConnectionsPerPeer = 16
     /// The longest a connection may take to send its request.
     static let requestTimeout: TimeAmount = .seconds(10)
     /// How often listeners whose grants all expired are closed.
@@ -43,26 +50,24 @@ public final class IdentityEndpoint: Service, Sendable {
     }
 
     /// Opens a listener for every stored grant, serves until graceful shutdown, then closes them all.
+    ///
+    /// A listener that cannot open (the bridge is not up yet, the port is taken) is tried again at every sweep; a
+    /// store that cannot be read leaves the endpoint without its stored grants, said in the log, and the rest of
+    /// the broker serving.
     public func run() async throws {
-        let damaged = try await broker.grants.load()
-        for id in damaged {
-            logger.error("a stored grant could not be opened and is left in place", metadata: ["grant_id": "\(id)"])
-        }
-        for address in Set(broker.grants.all.map(\.record.listen)) {
-            do {
-                _ = try await open(address)
-            } catch {
-                logger.error(
-                    "a grant's endpoint cannot listen; its holders get no token until it can",
-                    metadata: ["listen": "\(address)", "reason": "\(error)"]
-                )
-                listeners.withLock { $0[address] = .failed("\(error)") }
+        do {
+            for id in try await broker.grants.load() {
+                logger.error("a stored grant could not be opened and is left in place", metadata: ["grant_id": "\(id)"])
             }
+        } catch {
+            logger.error("the stored grants could not be read; none is served", metadata: ["reason": "\(error)"])
         }
+        await openMissing()
         try? await cancelWhenGracefulShutdown {
             while true {
                 try await self.broker.clock.sleep(for: Self.sweepInterval)
                 await self.closeUnused()
+                await self.openMissing()
             }
         }
         let channels = listeners.withLock { listeners in
@@ -73,6 +78,33 @@ public final class IdentityEndpoint: Service, Sendable {
             }
         }
         for channel in channels { try? await channel.close() }
+    }
+
+    /// Opens the listeners of live grants that have none (at start, and again at each sweep after a failure).
+    private func openMissing() async {
+        let missing = Set(broker.grants.all.map(\.record.listen)).filter { address in
+            listeners.withLock { listeners in
+                if case .open = listeners[address] { return false }
+                return true
+            }
+        }
+        for address in missing {
+            do {
+                _ = try await open(address)
+            } catch {
+                let known = listeners.withLock { listeners -> Bool in
+                    defer { listeners[address] = .failed("\(error)") }
+                    if case .failed = listeners[address] { return true }
+                    return false
+                }
+                if !known {
+                    logger.error(
+                        "a grant's endpoint cannot listen; its holders get no token until it can (tried again every minute)",
+                        metadata: ["listen": "\(address)", "reason": "\(error)"]
+                    )
+                }
+            }
+        }
     }
 
     /// Whether a grant is live: the daemon must not exit when idle while one is, or its holders lose the endpoint.
@@ -89,7 +121,7 @@ public final class IdentityEndpoint: Service, Sendable {
             return .later { _ throws(BrokerFailure) in
                 let bound: ListenAddress
                 do {
-                    bound = try await self.open(plan.listen)
+                    bound = try await self.open(plan.listen, reserving: true)
                 } catch {
                     throw BrokerFailure(
                         .invalidParams,
@@ -97,6 +129,7 @@ public final class IdentityEndpoint: Service, Sendable {
                         details: .init(field: "params.listen")
                     )
                 }
+                defer { self.pending.withLock { $0[bound, default: 1] -= 1 } }
                 let made = try await self.broker.createGrant(
                     plan,
                     boundAt: bound,
@@ -136,12 +169,17 @@ public final class IdentityEndpoint: Service, Sendable {
 
     /// The address a grant for `requested` is served at: a listener already open there (for port 0, any on that
     /// host), else a new one.
-    func open(_ requested: ListenAddress) async throws -> ListenAddress {
-        let existing = listeners.withLock { listeners in
-            listeners.first { address, listener in
+    ///
+    /// `reserving` keeps the listener from being closed as unused until the caller's grant is kept (the caller
+    /// then ends the reservation).
+    func open(_ requested: ListenAddress, reserving: Bool = false) async throws -> ListenAddress {
+        let existing = listeners.withLock { listeners -> ListenAddress? in
+            let found = listeners.first { address, listener in
                 guard case .open = listener else { return false }
                 return address == requested || (requested.port == 0 && address.host == requested.host)
             }?.key
+            if let found, reserving { pending.withLock { $0[found, default: 0] += 1 } }
+            return found
         }
         if let existing { return existing }
         let count = ConnectionCount()
@@ -160,15 +198,20 @@ public final class IdentityEndpoint: Service, Sendable {
             throw EndpointError("the listener has no port")
         }
         let bound = requested.with(port: port)
-        listeners.withLock { $0[bound] = .open(channel, count) }
+        listeners.withLock { listeners in
+            listeners[bound] = .open(channel, count)
+            if reserving { pending.withLock { $0[bound, default: 0] += 1 } }
+        }
         logger.info("managed-identity endpoint listening", metadata: ["listen": "\(bound)"])
         return bound
     }
 
     /// Closes listeners that no live grant uses any more.
     func closeUnused() async {
-        let used = Set(broker.grants.all.map(\.record.listen))
         let unused = listeners.withLock { listeners -> [(ListenAddress, (any Channel)?)] in
+            // Read under the listeners' lock: a grant being created is either reserved here or already kept.
+            let used = Set(broker.grants.all.map(\.record.listen))
+                .union(pending.withLock { $0.filter { $0.value > 0 }.keys })
             let addresses = listeners.keys.filter { !used.contains($0) }
             return addresses.map { address in
                 defer { listeners.removeValue(forKey: address) }
@@ -184,8 +227,9 @@ public final class IdentityEndpoint: Service, Sendable {
     }
 
     private func accept(_ channel: any Channel, count: ConnectionCount) throws {
-        let admitted = count.admit()
-        channel.closeFuture.whenComplete { _ in if admitted { count.leave() } }
+        let peer = channel.remoteAddress?.ipAddress ?? ""
+        let admitted = count.admit(peer)
+        channel.closeFuture.whenComplete { _ in if admitted { count.leave(peer) } }
         try channel.pipeline.syncOperations.configureHTTPServerPipeline(
             withPipeliningAssistance: false,
             withErrorHandling: true
@@ -200,22 +244,29 @@ public final class IdentityEndpoint: Service, Sendable {
     }
 }
 
-/// Connections open on one listener.
+/// Connections open on one listener, in all and by peer address.
 final class ConnectionCount: Sendable {
-    private let open = Atomic<Int>(0)
+    private let open = Mutex<(total: Int, byPeer: [String: Int])>((0, [:]))
 
-    /// Counts a new connection; false (and not counted) when the listener is full.
-    func admit() -> Bool {
-        let now = open.wrappingAdd(1, ordering: .relaxed).newValue
-        guard now <= IdentityEndpoint.maximumConnections else {
-            open.wrappingSubtract(1, ordering: .relaxed)
-            return false
+    /// Counts a new connection from `peer`; false (and not counted) when the listener, or the peer's share of it,
+    /// is full.
+    func admit(_ peer: String) -> Bool {
+        open.withLock { open in
+            guard open.total < IdentityEndpoint.maximumConnections,
+                open.byPeer[peer, default: 0] < IdentityEndpoint.maximumConnectionsPerPeer
+            else { return false }
+            open.total += 1
+            open.byPeer[peer, default: 0] += 1
+            return true
         }
-        return true
     }
 
-    func leave() {
-        open.wrappingSubtract(1, ordering: .relaxed)
+    func leave(_ peer: String) {
+        open.withLock { open in
+            open.total -= 1
+            open.byPeer[peer, default: 1] -= 1
+            if open.byPeer[peer] == 0 { open.byPeer.removeValue(forKey: peer) }
+        }
     }
 }
 

@@ -54,7 +54,9 @@ struct GitCredential: AsyncParsableCommand {
             throw ValidationError("give the action (get, store, erase) or --configure")
         }
         if configure != nil, action != nil { throw ValidationError("--configure takes no action") }
-        if let configure, clientId == nil, !Self.isAzureDevOps(host: Self.url(configure).host) {
+        if let configure, clientId == nil || (resource == nil && scopes.isEmpty),
+            !Self.isAzureDevOps(host: Self.url(configure).host)
+        {
             throw ValidationError("--client-id and --resource or --scope are needed for hosts other than Azure DevOps")
         }
     }

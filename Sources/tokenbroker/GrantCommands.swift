@@ -2,6 +2,7 @@ import ArgumentParser
 import BrokerClient
 import BrokerProtocol
 import BrokerSettings
+import Glibc
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -56,6 +57,8 @@ struct GrantCreate: AsyncParsableCommand {
 
     func validate() throws {
         guard !resources.isEmpty || !scopes.isEmpty else { throw ValidationError("give --resource or --scope") }
+        // Checked before the grant exists: its secret is shown once, and a file that cannot be written loses it.
+        if let output, access(output, F_OK) == 0 { throw ValidationError("--output \(output) exists already") }
         if let ttl, Self.seconds(ttl) == nil {
             throw ValidationError("--ttl: expected seconds or a number with s, m, h or d, such as 8h")
         }
@@ -101,7 +104,14 @@ struct GrantCreate: AsyncParsableCommand {
             if json { return try Output.json(created) }
             let lines = "IDENTITY_ENDPOINT=\(grant.endpoint)\nIDENTITY_HEADER=\(created.identityHeader.reveal())\n"
             if let output {
-                try Files.writePrivately(Data(lines.utf8), to: output)
+                do {
+                    try Files.writePrivately(Data(lines.utf8), to: output)
+                } catch {
+                    // Nobody holds the secret now: the grant goes too.
+                    _ = try? await broker.revokeGrant(grant.id)
+                    Output.error("the grant was revoked, as its secret could not be written")
+                    throw error
+                }
             } else {
                 Output.write(1, lines)
             }

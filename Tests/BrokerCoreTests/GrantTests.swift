@@ -263,10 +263,11 @@ struct GrantTests {
         }
         for text in [
             "0.0.0.0:1", "[::]:1", "host:1", "127.0.0.1", "::1:80", "127.0.0.1:-1", "127.0.0.1:65536", "224.0.0.1:1",
-            "[ff02::1]:1", "127.0.0.1:+1",
+            "[ff02::1]:1", "[::ffff:0.0.0.0]:1", "[::ffff:127.0.0.1]:1", "127.0.0.1:+1",
         ] {
             #expect((try? ListenAddress.parse(text).get()) == nil, "\(text)")
         }
+        #expect((try? ListenAddress.parse("[FD00:0::1]:8").get())?.description == "[fd00::1]:8")
         #expect((try? ListenAddress.parse("127.0.0.1:0").get())?.isLoopback == true)
         #expect((try? ListenAddress.parse("10.0.0.1:0").get())?.isLoopback == false)
     }
