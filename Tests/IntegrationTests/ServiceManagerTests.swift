@@ -107,6 +107,57 @@ import Testing
         try await notify.wait(for: "STOPPING=1") { $0.contains { $0.hasPrefix("STOPPING=1") } }
     }
 
+    /// While a grant of the managed-identity endpoint lives, the socket-activated daemon does not leave when idle
+    /// (its holders would lose the endpoint, which nothing would start again); once the last one is revoked, it does.
+    @Test func staysWhileAGrantLives() async throws {
+        let socketPath = directory.path("granted.sock")
+        let log = directory.url.appending(path: "granted.log")
+        let activator = try ChildProcess.spawn(
+            "/usr/bin/systemd-socket-activate",
+            [
+                "--listen=\(socketPath)", "--fdname=broker", try Binaries.url("tokenbrokerd").path, "--no-bus",
+                "--state-directory", directory.path("granted-state"), "--idle-exit", "1",
+            ],
+            environment: childEnvironment([:]),
+            stdout: .file(log.path),
+            stderr: .file(log.path)
+        )
+        defer { activator.signal(SIGTERM) }
+        let deadline = ContinuousClock.now + .seconds(10)
+        var connected: Broker?
+        while connected == nil {
+            do {
+                connected = try await Broker.connect(socketPath: socketPath)
+            } catch {
+                guard ContinuousClock.now < deadline else { throw error }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        let broker = try #require(connected)
+        _ = try await broker.importCache(Secret(CacheFixtures.text(CacheFixtures.msalCache())))
+        let created = try await broker.createGrant(
+            CreateGrantParams(
+                clientId: CacheFixtures.clientId,
+                authority: CacheFixtures.authority,
+                resources: ["https://graph.microsoft.com"],
+                label: "stays"
+            )
+        )
+        #expect(created.grant.listening)
+        await broker.close()
+
+        // Three idle periods without a connection: the absence of an exit is what is checked.
+        try await Task.sleep(for: .seconds(3))
+        #expect(activator.isRunning, "\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+
+        let again = try await Broker.connect(socketPath: socketPath)
+        #expect(try await again.grants().map(\.label) == ["stays"])
+        _ = try await again.revokeGrant("stays")
+        await again.close()
+        let exit = try await activator.waitForExit(timeout: .seconds(15))
+        #expect(exit == 0, "\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+    }
+
     /// Two sockets without a `broker` name: the daemon refuses to guess, and says why.
     @Test func refusesAmbiguousSockets() async throws {
         let first = directory.path("a.sock")
