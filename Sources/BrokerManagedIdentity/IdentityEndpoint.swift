@@ -29,9 +29,9 @@ public final class IdentityEndpoint: Service, Sendable {
     let refusals = Mutex<(count: Int, lastLogged: Duration?)>((0, nil))
 
     /// Connections open at once on one listener; more are closed at once.
-    public static let maximumConnections = 64
+    public static let maximumConnections = 128
     /// Connections open at once from one peer address: one peer cannot take a listener's every slot.
-    public static let maximumConnectionsPerPeer = 16
+    public static let maximumConnectionsPerPeer = 64
     /// The longest a connection may take to send its request.
     static let requestTimeout: TimeAmount = .seconds(10)
     /// How often listeners whose grants all expired are closed.

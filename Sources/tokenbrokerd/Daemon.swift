@@ -35,6 +35,9 @@ struct Daemon: AsyncParsableCommand {
             named "broker"), reports READY=1 and a STATUS= line, feeds the watchdog, logs to the journal
             with structured fields, and with --idle-exit stops when idle until the next connection.
 
+            Serves the managed-identity endpoint (App Service form) of the grants `tokenbroker grant
+            create` makes, on the addresses they name, and does not exit when idle while one lives.
+
             SIGHUP (systemctl --user reload tokenbrokerd) re-reads the configuration file and forgets
             the identity providers' cached discovery documents and keys. The file holds "key = value"
             lines; the key read is log-level.

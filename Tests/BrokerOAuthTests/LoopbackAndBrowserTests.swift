@@ -153,7 +153,7 @@ import Testing
         let script = directory.path("browser.sh")
         try "#!/bin/sh\nprintf '%s\\n' \"$@\" > \(log)\nexit \(status)\n".write(
             toFile: script,
-            atomically: true,
+            atomically: false,
             encoding: .utf8
         )
         chmod(script, 0o700)
@@ -209,7 +209,7 @@ import Testing
         readlink /proc/$$/fd/0 >> \(report)
         exec sleep 30
 
-        """.write(toFile: script, atomically: true, encoding: .utf8)
+        """.write(toFile: script, atomically: false, encoding: .utf8)
         chmod(script, 0o700)
         // A descriptor of ours without close-on-exec, as an inherited one would be: the browser must not get it.
         let leaked = open("/dev/null", O_RDONLY)

@@ -261,7 +261,7 @@ public enum BrowserScript {
                 --data-urlencode '\(field)=\(value)' "$authorize"
 
             """
-        try script.write(toFile: path, atomically: true, encoding: .utf8)
+        try script.write(toFile: path, atomically: false, encoding: .utf8)
         chmod(path, 0o700)
         return path
     }

@@ -26,7 +26,7 @@ struct CLITests {
     private func seeded() async throws -> DaemonProcess {
         let daemon = try await DaemonProcess.start(in: directory)
         let file = directory.path("seed.json")
-        try CacheFixtures.text(seed).write(toFile: file, atomically: true, encoding: .utf8)
+        try CacheFixtures.text(seed).write(toFile: file, atomically: false, encoding: .utf8)
         let imported = try await cli(daemon, ["import", file])
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(
@@ -91,7 +91,7 @@ struct CLITests {
         let missingFile = try await cli(daemon, ["import", directory.path("nope.json")])
         #expect(missingFile.status == 66)
         let badFile = directory.path("bad.json")
-        try "{\"AccessToken\": [".write(toFile: badFile, atomically: true, encoding: .utf8)
+        try "{\"AccessToken\": [".write(toFile: badFile, atomically: false, encoding: .utf8)
         let invalid = try await cli(daemon, ["import", badFile])
         #expect(invalid.status == 65)
         #expect(invalid.stderr.contains("not valid JSON"))

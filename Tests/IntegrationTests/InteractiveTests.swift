@@ -117,7 +117,7 @@ final class EventLog: Sendable {
         // A browser the client names: it leaves a mark if run, and fails, so a broker that tried it would go on.
         let marker = directory.path("client-browser-ran")
         let clientBrowser = directory.path("client-browser")
-        try "#!/bin/sh\ntouch '\(marker)'\nexit 1\n".write(toFile: clientBrowser, atomically: true, encoding: .utf8)
+        try "#!/bin/sh\ntouch '\(marker)'\nexit 1\n".write(toFile: clientBrowser, atomically: false, encoding: .utf8)
         chmod(clientBrowser, 0o700)
         let result = try await broker.acquireToken(
             try request(.systemBrowser, environment: ["BROWSER": clientBrowser, "DISPLAY": ":42"]),
@@ -305,7 +305,7 @@ final class EventLog: Sendable {
         let loaded = directory.path("page-loaded")
         let browser = directory.path("fails-later.sh")
         try "#!/bin/sh\nwhile [ ! -e '\(loaded)' ]; do sleep 0.05; done\nexit 4\n"
-            .write(toFile: browser, atomically: true, encoding: .utf8)
+            .write(toFile: browser, atomically: false, encoding: .utf8)
         chmod(browser, 0o700)
         let events = EventLog()
         let failing = try request(.customBrowser, browser: browser)

@@ -152,7 +152,7 @@ func json(_ result: CommandResult) -> [String: JSONValue]? {
         curl --silent --fail --location --max-time 30 --output /dev/null --write-out '%{url_effective}\\n' \\
             --data-urlencode 'username=ada@contoso.example' "$authorize" >> \(codeLog)
 
-        """.write(toFile: browser, atomically: true, encoding: .utf8)
+        """.write(toFile: browser, atomically: false, encoding: .utf8)
         chmod(browser, 0o700)
         let x = EntraTestProvider.familyClientX
         let login = try await tokenbroker(
@@ -218,7 +218,7 @@ func json(_ result: CommandResult) -> [String: JSONValue]? {
         curl --silent --output /dev/null --write-out 'replayed %{http_code}\\n' "$final" >> \(statuses)
         exit 0
 
-        """.write(toFile: browser, atomically: true, encoding: .utf8)
+        """.write(toFile: browser, atomically: false, encoding: .utf8)
         chmod(browser, 0o700)
         let login = try await tokenbroker(
             daemon,

@@ -71,7 +71,8 @@ struct TLSIdentity: Sendable {
 
     /// Writes the certificate PEM to `path`, readable by everyone (0644), replacing any file there.
     func writeCertificate(to path: String) throws {
-        try Data(certificatePEM.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+        // Not `.atomic`: Foundation on Linux leaves an empty /tmp/TemporaryDirectory.* behind for each atomic write.
+        try Data(certificatePEM.utf8).write(to: URL(fileURLWithPath: path))
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)
     }
 }

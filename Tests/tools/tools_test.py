@@ -438,7 +438,7 @@ exec curl --silent --show-error --fail-with-body --location --max-time 30 --outp
             slow.settimeout(60)
             expect(slow.recv(100) == b"", "the slow client got an answer instead of a close")
         expect(time.monotonic() - started < 60, "the slow client was not closed")
-        # A flood from the host side: hundreds of connections held open. Past its share (16 per peer address) they are
+        # A flood from the host side: hundreds of connections held open. Past its share (64 per peer address) they are
         # closed at once, and the container, another peer, is served meanwhile.
         flood = []
         for _ in range(300):
