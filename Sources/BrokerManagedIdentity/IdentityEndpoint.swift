@@ -34,7 +34,7 @@ public final class IdentityEndpoint: Service, Sendable {
     public static let maximumConnectionsPerPeer = 64
     /// The longest a connection may take to send its request.
     static let requestTimeout: TimeAmount = .seconds(10)
-    /// How often listeners whose grants all expired are closed.
+    /// How often listeners whose grants all expired are closed, and listeners that could not open are tried again.
     static let sweepInterval: Duration = .seconds(60)
 
     private enum Listener {
