@@ -177,6 +177,18 @@ public final class GrantBook: Sendable {
         }
     }
 
+    /// Forgets the grants expired for a day (until then their holders hear that the grant expired, not that the
+    /// secret is unknown), in memory and in the store.
+    public func dropExpired() async throws {
+        let cutoff = clock.nowSeconds - 86_400
+        let expired = state.withLock { held in
+            let ids = held.values.filter { $0.record.expiresAt <= cutoff }.map(\.record.id)
+            for id in ids { held.removeValue(forKey: id) }
+            return ids
+        }
+        try await store?.deleteGrants(ids: expired)
+    }
+
     /// Counts a token served through the grant with `id`.
     public func served(_ id: String) {
         state.withLock { $0[id]?.served += 1 }

@@ -66,6 +66,7 @@ public final class IdentityEndpoint: Service, Sendable {
         try? await cancelWhenGracefulShutdown {
             while true {
                 try await self.broker.clock.sleep(for: Self.sweepInterval)
+                try? await self.broker.grants.dropExpired()
                 await self.closeUnused()
                 await self.openMissing()
             }

@@ -51,6 +51,10 @@ struct Status: AsyncParsableCommand {
             "requests:    \(status.requests.succeeded) answered, \(status.requests.failed) failed, \(status.requests.inFlight) in flight"
         )
         if let bus = status.bus { Output.line("bus:         \(Self.describe(bus))") }
+        // A broker of protocol 1.1 has no grants to list.
+        if let grants = try? await broker.grants(), !grants.isEmpty {
+            Output.line("grants:      \(Self.describe(grants))")
+        }
         if let store = status.store, !store.isHealthy {
             for problem in Self.problems(of: store) { Output.line("store:       \(problem)") }
         }
@@ -71,6 +75,14 @@ struct Status: AsyncParsableCommand {
         case .off: "Broker1 front end off" + (bus.message.map { ": \($0)" } ?? "")
         case .unavailable: "not answering MSAL apps: \(bus.message ?? "no session bus")"
         }
+    }
+
+    /// The managed-identity endpoint's grants, in one line.
+    static func describe(_ grants: [EndpointGrant]) -> String {
+        let endpoints = Set(grants.map(\.endpoint)).sorted()
+        let down = grants.filter { !$0.listening }.count
+        return "\(grants.count) live (tokenbroker grant list), served at " + endpoints.joined(separator: ", ")
+            + (down > 0 ? "; \(down) not listening" : "")
     }
 
     /// What is wrong with the cache's storage, one sentence each.

@@ -178,6 +178,12 @@ struct GrantTests {
         fixture.clock.advance(by: .seconds(1))
         #expect(fixture.broker.grants.all.isEmpty)
         #expect(fixture.broker.grants.holder(of: secret.reveal())?.expiresAt == grant.expiresAt)
+        // A day later it is forgotten.
+        try await fixture.broker.grants.dropExpired()
+        #expect(fixture.broker.grants.holder(of: secret.reveal()) != nil)
+        fixture.clock.advance(by: .seconds(86_400))
+        try await fixture.broker.grants.dropExpired()
+        #expect(fixture.broker.grants.holder(of: secret.reveal()) == nil)
     }
 
     /// Grants are kept sealed in the cache's database: a new broker over it serves them; an expired one is

@@ -464,6 +464,9 @@ exec curl --silent --show-error --fail-with-body --location --max-time 30 --outp
         expect("devcontainer" in labels and labels["devcontainer"]["listening"] is True, f"after restart: {labels}")
         answer = self.in_container(self.bridge, "azure-identity", VAULT + "/.default")
         expect(answer.get("ok") is True, f"after restart: {answer}")
+        status = self.cli("status").stdout
+        expect(any(line.startswith("grants:") and self.bridge["IDENTITY_ENDPOINT"] in line
+                   for line in status.splitlines()), f"tokenbroker status: {status[-300:]}")
 
     # -- git -------------------------------------------------------------------------------------------------------
 
