@@ -145,8 +145,8 @@ struct Connection: Sendable {
 }
 
 extension Connection {
-    /// Runs `answer` in a task of `requests`, counted in flight on the connection and in the metrics while it runs,
-    /// then writes what it returns.
+    /// Runs `answer` in a task of `requests`, counted in flight on the connection and in the metrics until it has
+    /// answered, then writes what it returns.
     private func start(
         in requests: inout ThrowingDiscardingTaskGroup<any Error>,
         counting inFlight: RequestCount,
@@ -157,11 +157,13 @@ extension Connection {
         inFlight.add(1)
         metrics.inFlight.add(1, ordering: .relaxed)
         requests.addTask {
-            defer {
-                inFlight.add(-1)
-                metrics.inFlight.subtract(1, ordering: .relaxed)
-            }
-            if let response = await answer() { try await channel.writeAndFlush(response) }
+            let response = await answer()
+            // Answered, so no longer in flight: counted down before the write, because the peer may read the answer
+            // and ask getStatus on another connection before this task resumes after the flush. The task group still
+            // waits for the write before the connection closes.
+            inFlight.add(-1)
+            metrics.inFlight.subtract(1, ordering: .relaxed)
+            if let response { try await channel.writeAndFlush(response) }
         }
     }
 }
