@@ -16,15 +16,11 @@ Each check prints `ok` or `FAIL` with the reason; the exit status is 1 when any 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +29,8 @@ import msal
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "interop"))
 from interop_test import (  # noqa: E402
-    ADA, ADAL_APP, FAMILY_APP, GRACE, MSAL_APP, REDIRECT, CountingSession, Daemon, Fail, Provider, expect)
+    ADA, ADAL_APP, FAMILY_APP, GRACE, MSAL_APP, REDIRECT, Checks, CountingSession, Daemon, Provider, expect,
+    run_suite, wait_for)
 
 SCOPE = "https://graph.microsoft.com/User.Read"
 NAME = "com.microsoft.identity.broker1"
@@ -52,15 +49,6 @@ def shown(answer: Any) -> str:
             return [redact(item) for item in value]
         return value
     return json.dumps(redact(answer))[:300]
-
-
-def wait_for(what: str, condition, seconds: float = 30) -> None:
-    """Polls `condition` (each poll asks the bus or the process itself, never sleeps for a result)."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise Fail(f"{what}: not within {seconds} s")
-        time.sleep(0.05)
 
 
 class Bus:
@@ -157,26 +145,17 @@ class Keyring:
         self.log.close()
 
 
-class Broker1Test:
+class Broker1Test(Checks):
     def __init__(self, binaries: Path, directory: Path) -> None:
+        super().__init__()
         self.binaries = binaries
         self.directory = directory
-        self.passed = 0
-        self.failed = 0
         self.bus = Bus(directory)
         self.keyring = Keyring(directory, self.bus)
         self.provider = Provider(binaries / "tokenbroker-test-idp", directory)
         # The broker's browser: the test's script, which fills in the provider's sign-in form and leaves a mark.
         self.browser_runs = directory / "browser-runs"
-        self.browser = directory / "browser.sh"
-        self.browser.write_text(f"""#!/bin/sh
-echo run >> '{self.browser_runs}'
-authorize=$(curl --silent --show-error --fail --max-time 30 --output /dev/null --write-out '%{{redirect_url}}' "$1") \\
-  || exit 1
-exec curl --silent --show-error --fail-with-body --location --max-time 30 --output /dev/null \\
-  --cacert '{self.provider.certificate}' --data-urlencode 'username={GRACE}' "$authorize"
-""")
-        self.browser.chmod(0o700)
+        self.browser = self.provider.browser_script(directory / "browser.sh", GRACE, runs=self.browser_runs)
         config = directory / ".config" / "tokenbroker"
         config.mkdir(parents=True)
         (config / "tokenbrokerd.conf").write_text(f"system-browser = {self.browser}\n")
@@ -203,16 +182,6 @@ exec curl --silent --show-error --fail-with-body --location --max-time 30 --outp
 
     def browser_count(self) -> int:
         return len(self.browser_runs.read_text().splitlines()) if self.browser_runs.exists() else 0
-
-    def check(self, name: str, action) -> None:
-        try:
-            action()
-        except Exception as error:  # noqa: BLE001 - every failure is reported, then the next check runs
-            self.failed += 1
-            print(f"FAIL {name}\n     {error}", flush=True)
-        else:
-            self.passed += 1
-            print(f"ok   {name}", flush=True)
 
     def expect_token(self, answer: dict[str, Any], what: str) -> None:
         expect(answer.get("token_sha256"), f"{what}: no token: {answer.get('error')} {answer.get('error_description')}")
@@ -403,8 +372,7 @@ exec curl --silent --show-error --fail-with-body --location --max-time 30 --outp
         self.check("after tokenbroker remove-account no app gets a token", self.removed_account_gets_nothing)
         self.check("the broker releases the name when it stops; the first Ping starts it again (D-Bus activation)",
                    self.the_first_ping_starts_the_service)
-        print(f"\n{self.passed} passed, {self.failed} failed", flush=True)
-        return 1 if self.failed else 0
+        return self.summary()
 
     def stop(self) -> None:
         if self.daemon.process.poll() is None:
@@ -415,25 +383,8 @@ exec curl --silent --show-error --fail-with-body --location --max-time 30 --outp
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bin", required=True, help="the directory holding tokenbrokerd, tokenbroker and the provider")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    args = parser.parse_args()
-    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "DBUS_SESSION_BUS_ADDRESS", "DISPLAY", "WAYLAND_DISPLAY"):
-        os.environ.pop(name, None)
-    directory = Path(tempfile.mkdtemp(prefix="tokenbroker-broker1-"))
-    directory.chmod(0o700)
-    test: Broker1Test | None = None
-    try:
-        test = Broker1Test(Path(args.bin).resolve(), directory)
-        return test.run()
-    finally:
-        if test is not None:
-            test.stop()
-        if args.keep:
-            print(f"kept {directory}")
-        else:
-            shutil.rmtree(directory, ignore_errors=True)
+    return run_suite(__doc__ or "", "tokenbroker-broker1-",
+                     ("DBUS_SESSION_BUS_ADDRESS", "DISPLAY", "WAYLAND_DISPLAY"), Broker1Test)
 
 
 if __name__ == "__main__":

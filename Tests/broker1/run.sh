@@ -1,12 +1,5 @@
 #!/usr/bin/env bash
-# Runs Tests/broker1/broker1_test.py in a network namespace of its own (the test provider needs port 443, as in
-# Tests/interop/run.sh), with its own session bus, keyring and daemon.
+# MSAL apps over Broker1, in a network namespace of its own, with their own session bus, keyring and daemon.
 #
-#   Tests/broker1/run.sh [BIN_DIR]      # default .build/debug; PYTHON defaults to .venv-tests/bin/python
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-python=${PYTHON:-.venv-tests/bin/python}
-bin=${1:-.build/debug}
-namespace=(unshare --net)
-[ "$(id -u)" = 0 ] || namespace+=(--map-root-user)
-exec "${namespace[@]}" sh -c 'ip link set lo up && exec "$0" Tests/broker1/broker1_test.py --bin "$1"' "$python" "$bin"
+#   Tests/broker1/run.sh [BIN_DIR] [--keep]      # default .build/debug; PYTHON defaults to .venv-tests/bin/python
+exec "$(dirname "$0")/../in-network-namespace.sh" Tests/broker1/broker1_test.py "$@"

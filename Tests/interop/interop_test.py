@@ -112,6 +112,19 @@ class Provider:
         code = urllib.parse.parse_qs(urllib.parse.urlparse(answer.headers["Location"]).query)["code"][0]
         return code, verifier
 
+    def browser_script(self, path: Path, username: str, runs: Path | None = None) -> Path:
+        """A browser for the broker to launch: it opens the start page it is given, fills in the provider's sign-in
+        form as `username` and follows the redirect back to the broker; each run adds a line to `runs`."""
+        mark = f"echo run >> '{runs}'\n" if runs else ""
+        path.write_text(f"""#!/bin/sh
+{mark}authorize=$(curl --silent --show-error --fail --max-time 30 --output /dev/null --write-out '%{{redirect_url}}' "$1") \\
+  || exit 1
+exec curl --silent --show-error --fail-with-body --location --max-time 30 --output /dev/null \\
+  --cacert '{self.certificate}' --data-urlencode 'username={username}' "$authorize"
+""")
+        path.chmod(0o700)
+        return path
+
     def stop(self) -> None:
         self.process.terminate()
         try:
@@ -119,6 +132,66 @@ class Provider:
         except subprocess.TimeoutExpired:
             self.process.kill()
         self.log.close()
+
+
+def wait_for(what: str, condition: Callable[[], bool], seconds: float = 30) -> None:
+    """Polls `condition` until it holds (each poll asks the process or the bus itself: the event, not a time)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise Fail(f"{what}: not within {seconds} s")
+        time.sleep(0.05)
+
+
+class Checks:
+    """Named checks run one after another, each reported `ok` or `FAIL` with its reason: a failure never stops the
+    next check, and the summary's status says whether any failed."""
+
+    def __init__(self) -> None:
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, name: str, action: Callable[[], None]) -> None:
+        try:
+            action()
+        except Exception as error:  # noqa: BLE001 - every failure is reported, then the next check runs
+            self.failed += 1
+            detail = str(error) if isinstance(error, Fail) else traceback.format_exc(limit=4)
+            print(f"FAIL {name}\n     {detail}", flush=True)
+        else:
+            self.passed += 1
+            print(f"ok   {name}", flush=True)
+
+    def summary(self) -> int:
+        print(f"\n{self.passed} passed, {self.failed} failed", flush=True)
+        return 1 if self.failed else 0
+
+
+def run_suite(description: str, prefix: str, scrub: tuple[str, ...],
+              make: Callable[[Path, Path], Any]) -> int:
+    """The main of a suite: `--bin` and `--keep`, a private temporary directory, the environment variables that
+    would steer the clients removed, and the suite's `stop()` whatever happens. `make(binaries, directory)` returns
+    the suite, with `run()` and `stop()`."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bin", required=True, help="the directory holding tokenbrokerd, tokenbroker and the provider")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = parser.parse_args()
+    # requests lets these override a session's own `verify`: the provider's certificate must be the one trusted.
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", *scrub):
+        os.environ.pop(name, None)
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    directory.chmod(0o700)
+    suite = None
+    try:
+        suite = make(Path(args.bin).resolve(), directory)
+        return suite.run()
+    finally:
+        if suite is not None:
+            suite.stop()
+        if args.keep:
+            print(f"kept {directory}")
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 class Daemon:
@@ -177,8 +250,9 @@ class CountingSession(requests.Session):
         return super().request(method, url, *args, **kwargs)
 
 
-class Interop:
+class Interop(Checks):
     def __init__(self, binaries: Path, directory: Path) -> None:
+        super().__init__()
         self.directory = directory
         self.provider = Provider(binaries / "tokenbroker-test-idp", directory)
         try:
@@ -186,8 +260,6 @@ class Interop:
         except BaseException:
             self.provider.stop()
             raise
-        self.passed = 0
-        self.failed = 0
         # What the libraries wrote, kept for the later checks.
         self.msal_cache_file = directory / "msal_token_cache.json"
         self.adal_cache_file = directory / "accessTokens.json"
@@ -227,17 +299,6 @@ class Interop:
         """Every entry the broker holds, as an MSAL document (secrets included: compared, never printed)."""
         with self.daemon.client() as broker:
             return json.loads(broker.export_cache("msal")["data"])
-
-    def check(self, name: str, action: Callable[[], None]) -> None:
-        try:
-            action()
-        except Exception as error:  # noqa: BLE001 - every failure is reported, then the next check runs
-            self.failed += 1
-            detail = str(error) if isinstance(error, Fail) else traceback.format_exc(limit=4)
-            print(f"FAIL {name}\n     {detail}", flush=True)
-        else:
-            self.passed += 1
-            print(f"ok   {name}", flush=True)
 
     # -- MSAL ------------------------------------------------------------------------------------------------------
 
@@ -508,35 +569,18 @@ class Interop:
                    self.an_older_file_never_replaces_newer_tokens)
         status = self.daemon.stop()
         self.check("the daemon exits 0 on SIGTERM", lambda: expect(status == 0, f"exit status {status}"))
-        print(f"\n{self.passed} passed, {self.failed} failed", flush=True)
-        return 1 if self.failed else 0
+        return self.summary()
+
+    def stop(self) -> None:
+        if self.daemon.process.poll() is None:
+            self.daemon.process.kill()
+        self.provider.stop()
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bin", required=True, help="the directory holding tokenbrokerd, tokenbroker and the provider")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    args = parser.parse_args()
     os.environ["TZ"] = TIME_ZONE
     time.tzset()
-    # requests lets these override a session's own `verify`: the provider's certificate must be the one trusted.
-    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
-        os.environ.pop(name, None)
-    directory = Path(tempfile.mkdtemp(prefix="tokenbroker-interop-"))
-    directory.chmod(0o700)
-    interop: Interop | None = None
-    try:
-        interop = Interop(Path(args.bin).resolve(), directory)
-        return interop.run()
-    finally:
-        if interop is not None:
-            if interop.daemon.process.poll() is None:
-                interop.daemon.process.kill()
-            interop.provider.stop()
-        if args.keep:
-            print(f"kept {directory}")
-        else:
-            shutil.rmtree(directory, ignore_errors=True)
+    return run_suite(__doc__ or "", "tokenbroker-interop-", (), Interop)
 
 
 if __name__ == "__main__":

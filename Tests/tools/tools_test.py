@@ -17,30 +17,27 @@ Each check prints `ok` or `FAIL` with the reason; the exit status is 1 when any 
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import http.server
 import json
 import os
-import shutil
 import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jwt
 import requests
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "interop"))
-from interop_test import ADAL_APP, FAMILY_APP, GRACE, MSAL_APP, Daemon, Fail, Provider, expect  # noqa: E402
+from interop_test import (  # noqa: E402
+    ADAL_APP, FAMILY_APP, GRACE, MSAL_APP, Checks, Daemon, Provider, expect, run_suite, wait_for)
 
 VAULT = "https://vault.azure.net"
 GRAPH = "https://graph.microsoft.com"
@@ -52,14 +49,6 @@ CONTAINER_SIDE = "10.77.0.2"
 
 def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()[:16]
-
-
-def wait_for(what: str, condition: Callable[[], bool], seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise Fail(f"{what}: not within {seconds} s")
-        time.sleep(0.05)
 
 
 class TokenChecker:
@@ -230,21 +219,13 @@ class Container:
         self.holder.wait(10)
 
 
-class Tools:
+class Tools(Checks):
     def __init__(self, binaries: Path, directory: Path) -> None:
+        super().__init__()
         self.binaries = binaries
         self.directory = directory
-        self.passed = 0
-        self.failed = 0
         self.provider = Provider(binaries / "tokenbroker-test-idp", directory)
-        self.browser = directory / "browser.sh"
-        self.browser.write_text(f"""#!/bin/sh
-authorize=$(curl --silent --show-error --fail --max-time 30 --output /dev/null --write-out '%{{redirect_url}}' "$1") \\
-  || exit 1
-exec curl --silent --show-error --fail-with-body --location --max-time 30 --output /dev/null \\
-  --cacert '{self.provider.certificate}' --data-urlencode 'username={GRACE}' "$authorize"
-""")
-        self.browser.chmod(0o700)
+        self.browser = self.provider.browser_script(directory / "browser.sh", GRACE)
         self.daemon = Daemon(binaries, directory, self.provider.certificate)
         self.checker = TokenChecker(self.provider)
         self.container = Container()
@@ -289,19 +270,6 @@ exec curl --silent --show-error --fail-with-body --location --max-time 30 --outp
         result = self.container.run(arguments, environment)
         expect(result.returncode == 0, f"mi_app.py {sdk} crashed: {result.stderr.strip()[-400:]}")
         return json.loads(result.stdout)
-
-    def check(self, name: str, action: Callable[[], None]) -> None:
-        try:
-            action()
-        except Fail as failure:
-            self.failed += 1
-            print(f"FAIL {name}: {failure}", flush=True)
-        except Exception:  # noqa: BLE001 - a crash of one check is its failure
-            self.failed += 1
-            print(f"FAIL {name}: {traceback.format_exc(limit=3).strip()[-800:]}", flush=True)
-        else:
-            self.passed += 1
-            print(f"ok   {name}", flush=True)
 
     # -- the managed-identity endpoint -----------------------------------------------------------------------------
 
@@ -524,7 +492,9 @@ exec curl --silent --show-error --fail-with-body --location --max-time 30 --outp
                                "credential.helper=!f() { echo username=other; echo password=fallback; }; f",
                                "credential", "fill"], input=f"url={url}\n\n", capture_output=True, text=True,
                               env=environment, timeout=60)
-        expect(fill.returncode == 0 and "password=fallback" in fill.stdout, f"fill: {fill.stdout!r}")
+        # Only the attribute names go into a failure message: a password there would be a token.
+        names = [line.split("=", 1)[0] for line in fill.stdout.splitlines()]
+        expect(fill.returncode == 0 and "password=fallback" in fill.stdout, f"fill answered {names}")
         expect("tokenbroker login" in fill.stderr, f"no sign-in hint on stderr: {fill.stderr.strip()[-300:]}")
 
     def the_helper_refuses_garbage_and_plain_http_elsewhere(self) -> None:
@@ -625,8 +595,7 @@ exec curl --silent --show-error --fail-with-body --location --max-time 30 --outp
                    self.the_plugin_answers_in_the_api_version_asked_and_refuses_bad_input)
         status = self.daemon.stop()
         self.check("the daemon exits 0 on SIGTERM", lambda: expect(status == 0, f"exit status {status}"))
-        print(f"\n{self.passed} passed, {self.failed} failed", flush=True)
-        return 1 if self.failed else 0
+        return self.summary()
 
     def stop(self) -> None:
         if self.daemon.process.poll() is None:
@@ -638,25 +607,8 @@ exec curl --silent --show-error --fail-with-body --location --max-time 30 --outp
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bin", required=True, help="the directory holding tokenbrokerd, tokenbroker and the provider")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    args = parser.parse_args()
-    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "IDENTITY_ENDPOINT", "IDENTITY_HEADER", "MSI_ENDPOINT"):
-        os.environ.pop(name, None)
-    directory = Path(tempfile.mkdtemp(prefix="tokenbroker-tools-"))
-    directory.chmod(0o700)
-    tools: Tools | None = None
-    try:
-        tools = Tools(Path(args.bin).resolve(), directory)
-        return tools.run()
-    finally:
-        if tools is not None:
-            tools.stop()
-        if args.keep:
-            print(f"kept {directory}")
-        else:
-            shutil.rmtree(directory, ignore_errors=True)
+    return run_suite(__doc__ or "", "tokenbroker-tools-", ("IDENTITY_ENDPOINT", "IDENTITY_HEADER", "MSI_ENDPOINT"),
+                     Tools)
 
 
 if __name__ == "__main__":
