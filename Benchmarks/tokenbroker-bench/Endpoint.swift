@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import Synchronization
 
 /// Tokens through the managed-identity endpoint: each request a TCP connection of its own (the endpoint answers
 /// `Connection: close`, as App Service's clients expect), from N threads doing blocking requests.
@@ -36,49 +35,15 @@ struct Endpoint: ParsableCommand {
         guard first.hasPrefix("HTTP/1.1 200") else {
             throw ValidationErrorText("the endpoint answered: \(first.prefix(200))")
         }
-        let phase = Atomic<Int>(0)
-        let done = Atomic<Int>(0)
-        let failures = Atomic<Int>(0)
-        let samples = Mutex<[UInt64]>([])
-        let group = DispatchGroup()
-        for _ in 0..<connections {
-            group.enter()
-            Thread {
-                var local: [UInt64] = []
-                while phase.load(ordering: .relaxed) < 2 {
-                    let start = now()
-                    guard (try? Self.exchange(request, target))?.hasPrefix("HTTP/1.1 200") == true else {
-                        failures.add(1, ordering: .relaxed)
-                        continue
-                    }
-                    if phase.load(ordering: .relaxed) == 1 {
-                        local.append(now() - start)
-                        done.add(1, ordering: .relaxed)
-                    }
-                }
-                samples.withLock { $0 += local }
-                group.leave()
-            }.start()
-        }
-        Thread.sleep(forTimeInterval: 0.5)
-        let cpuBefore = serverPid.flatMap(cpuMicroseconds)
-        let start = now()
-        phase.store(1, ordering: .relaxed)
-        Thread.sleep(forTimeInterval: seconds)
-        phase.store(2, ordering: .relaxed)
-        let elapsed = Double(now() - start) / 1e9
-        let cpuAfter = serverPid.flatMap(cpuMicroseconds)
-        group.wait()
-        var fields: [String: Any] = percentiles(samples.withLock { $0 })
+        var fields = measureLoad(
+            clients: connections,
+            warmupSeconds: 0.5,
+            seconds: seconds,
+            serverPid: serverPid,
+            stopOnFailure: false
+        ) { _ in (try? Self.exchange(request, target))?.hasPrefix("HTTP/1.1 200") == true }
         fields["kind"] = "endpoint"
         fields["label"] = "managed-identity endpoint"
-        fields["connections"] = connections
-        fields["requests"] = done.load(ordering: .relaxed)
-        fields["rps"] = Double(done.load(ordering: .relaxed)) / elapsed
-        fields["failures"] = failures.load(ordering: .relaxed)
-        if let cpuBefore, let cpuAfter, done.load(ordering: .relaxed) > 0 {
-            fields["server_cpu_us_per_request"] = Double(cpuAfter - cpuBefore) / Double(done.load(ordering: .relaxed))
-        }
         report(fields)
     }
 

@@ -56,54 +56,84 @@ struct Throughput: ParsableCommand {
     func run() throws {
         let request = try options.requestBytes()
         let clients = try (0..<connections).map { _ in try RoundTripper(socket: options.socket, request: request) }
-        let phase = Atomic<Int>(0)  // 0 warm-up, 1 measuring, 2 stop
-        let done = Atomic<Int>(0)
-        let failures = Atomic<Int>(0)
-        let samples = Mutex<[UInt64]>([])
-        let group = DispatchGroup()
-        for client in clients {
-            let thread = Thread {
-                var local: [UInt64] = []
-                local.reserveCapacity(100_000)
-                while phase.load(ordering: .relaxed) < 2 {
-                    let start = now()
-                    do { try client.roundTrip() } catch {
-                        failures.add(1, ordering: .relaxed)
-                        break
-                    }
-                    if phase.load(ordering: .relaxed) == 1 {
-                        local.append(now() - start)
-                        done.add(1, ordering: .relaxed)
-                    }
-                }
-                samples.withLock { $0 += local }
-                group.leave()
+        var fields = measureLoad(
+            clients: connections,
+            warmupSeconds: warmupSeconds,
+            seconds: seconds,
+            serverPid: serverPid,
+            stopOnFailure: true
+        ) { client in
+            do {
+                try clients[client].roundTrip()
+                return true
+            } catch {
+                return false
             }
-            group.enter()
-            thread.start()
         }
-        Thread.sleep(forTimeInterval: warmupSeconds)
-        let cpuBefore = serverPid.flatMap(cpuMicroseconds)
-        let start = now()
-        phase.store(1, ordering: .relaxed)
-        Thread.sleep(forTimeInterval: seconds)
-        phase.store(2, ordering: .relaxed)
-        let elapsed = Double(now() - start) / 1e9
-        let cpuAfter = serverPid.flatMap(cpuMicroseconds)
-        group.wait()
-        var fields: [String: Any] = percentiles(samples.withLock { $0 })
         fields["kind"] = "throughput"
         fields["label"] = options.label
-        fields["connections"] = connections
-        fields["requests"] = done.load(ordering: .relaxed)
-        fields["rps"] = Double(done.load(ordering: .relaxed)) / elapsed
-        fields["failures"] = failures.load(ordering: .relaxed)
-        if let cpuBefore, let cpuAfter, done.load(ordering: .relaxed) > 0 {
-            fields["server_cpu_us_per_request"] = Double(cpuAfter - cpuBefore) / Double(done.load(ordering: .relaxed))
-            fields["server_cpus"] = Double(cpuAfter - cpuBefore) / 1e6 / elapsed
-        }
         report(fields)
     }
+}
+
+/// Load from `clients` threads, each repeating `attempt(index)` (true when it succeeded).
+///
+/// After a warm-up, `seconds` are measured: the latency percentiles of the measured attempts, `connections`,
+/// `requests`, `rps`, `failures`, and with `serverPid` the server's CPU per request. A failed attempt ends its
+/// thread when `stopOnFailure` (a broken connection), else it counts and the thread goes on (a refused one).
+func measureLoad(
+    clients: Int,
+    warmupSeconds: Double,
+    seconds: Double,
+    serverPid: Int32?,
+    stopOnFailure: Bool,
+    _ attempt: @escaping @Sendable (Int) -> Bool
+) -> [String: Any] {
+    let phase = Atomic<Int>(0)  // 0 warm-up, 1 measuring, 2 stop
+    let done = Atomic<Int>(0)
+    let failures = Atomic<Int>(0)
+    let samples = Mutex<[UInt64]>([])
+    let group = DispatchGroup()
+    for client in 0..<clients {
+        group.enter()
+        Thread {
+            var local: [UInt64] = []
+            local.reserveCapacity(100_000)
+            while phase.load(ordering: .relaxed) < 2 {
+                let start = now()
+                guard attempt(client) else {
+                    failures.add(1, ordering: .relaxed)
+                    if stopOnFailure { break } else { continue }
+                }
+                if phase.load(ordering: .relaxed) == 1 {
+                    local.append(now() - start)
+                    done.add(1, ordering: .relaxed)
+                }
+            }
+            samples.withLock { $0 += local }
+            group.leave()
+        }.start()
+    }
+    Thread.sleep(forTimeInterval: warmupSeconds)
+    let cpuBefore = serverPid.flatMap(cpuMicroseconds)
+    let start = now()
+    phase.store(1, ordering: .relaxed)
+    Thread.sleep(forTimeInterval: seconds)
+    phase.store(2, ordering: .relaxed)
+    let elapsed = Double(now() - start) / 1e9
+    let cpuAfter = serverPid.flatMap(cpuMicroseconds)
+    group.wait()
+    var fields: [String: Any] = percentiles(samples.withLock { $0 })
+    let requests = done.load(ordering: .relaxed)
+    fields["connections"] = clients
+    fields["requests"] = requests
+    fields["rps"] = Double(requests) / elapsed
+    fields["failures"] = failures.load(ordering: .relaxed)
+    if let cpuBefore, let cpuAfter, requests > 0 {
+        fields["server_cpu_us_per_request"] = Double(cpuAfter - cpuBefore) / Double(requests)
+        fields["server_cpus"] = Double(cpuAfter - cpuBefore) / 1e6 / elapsed
+    }
+    return fields
 }
 
 /// A process's user + system CPU time so far, in microseconds (from /proc/<pid>/stat).

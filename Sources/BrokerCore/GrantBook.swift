@@ -1,4 +1,5 @@
 public import BrokerCache
+import BrokerOAuth
 public import BrokerProtocol
 public import BrokerTime
 import Crypto
@@ -138,14 +139,10 @@ public final class GrantBook: Sendable {
         .sorted { ($0.record.createdAt, $0.record.id) < ($1.record.createdAt, $1.record.id) }
     }
 
-    /// Makes a new grant's secret and id: the secret 32 random bytes (base64url), the id 6.
+    /// Makes a new grant's secret (``RandomToken``: 32 random bytes, base64url) and id (`g` and 12 hex digits).
     static func newSecret() -> (id: String, secret: String, digest: Data) {
-        var generator = SystemRandomNumberGenerator()
-        let secret = Base64URL.encode((0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) })
-        let id =
-            "g"
-            + (0..<6).map { _ in String(UInt8.random(in: 0...255, using: &generator), radix: 16) }
-            .map { $0.count == 1 ? "0" + $0 : $0 }.joined()
+        let secret = RandomToken.make()
+        let id = "g" + String(format: "%012llx", UInt64.random(in: 0..<(1 << 48)))
         return (id, secret, Data(SHA256.hash(data: Data(secret.utf8))))
     }
 

@@ -27,11 +27,6 @@ public enum Broker1 {
     /// it follows (no `Introspectable`, answers in milliseconds), which the clients' version checks accept.
     public static let interfaceVersion = "2.0.1"
 
-    /// A client's string in a message or log line: at most 64 characters, control characters dropped.
-    static func shown(_ text: String) -> String {
-        BrokerProtocol.shown(text)
-    }
-
     /// The introspection data: the eight methods (Microsoft's broker serves none since 2.0.1; `busctl` and
     /// `gdbus introspect` show these).
     static let introspection = """

@@ -47,7 +47,7 @@ public struct Broker1Translator: Sendable {
     ) -> Reply {
         guard let method = Broker1.Method(rawValue: name) else {
             return .now(
-                Self.error(.apiContractViolation, "\(Broker1.interface) has no method \"\(Broker1.shown(name))\"")
+                Self.error(.apiContractViolation, "\(Broker1.interface) has no method \"\(shown(name))\"")
             )
         }
         guard request.utf8.count <= WireProtocol.maximumFrameBytes else {

@@ -252,7 +252,7 @@ final class BusLoop: @unchecked Sendable {
         guard caller.uid == ownUID else {
             logger.warning(
                 "refused a Broker1 call from another user",
-                metadata: ["caller_uid": "\(caller.uid)", "caller": "\(caller)", "method": "\(Broker1.shown(member))"]
+                metadata: ["caller_uid": "\(caller.uid)", "caller": "\(caller)", "method": "\(shown(member))"]
             )
             reply(
                 Broker1Translator.error(
@@ -270,7 +270,7 @@ final class BusLoop: @unchecked Sendable {
                 Broker1Translator.error(
                     .apiContractViolation,
                     "every Broker1 method takes three strings (protocol version, correlation id, request JSON); "
-                        + "this call's signature is \"\(Broker1.shown(signature))\"",
+                        + "this call's signature is \"\(shown(signature))\"",
                     code: .invalidRequest
                 ),
                 to: message
@@ -297,7 +297,7 @@ final class BusLoop: @unchecked Sendable {
         if version != "0.0" {
             logger.debug(
                 "a Broker1 call with an unknown protocol version",
-                metadata: ["version": "\(Broker1.shown(version))"]
+                metadata: ["version": "\(shown(version))"]
             )
         }
         let answer = translator.answer(

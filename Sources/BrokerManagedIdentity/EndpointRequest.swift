@@ -162,10 +162,10 @@ extension IdentityEndpoint {
         return .token(
             TokenAnswer(
                 access_token: token.accessToken.reveal(),
+                client_id: grant.clientId,
                 expires_on: "\(token.expiresOn / 1000)",
                 resource: resource,
-                token_type: token.accessTokenType,
-                client_id: grant.clientId
+                token_type: token.accessTokenType
             )
         )
     }

@@ -1,7 +1,5 @@
 import BrokerCore
 import BrokerProtocol
-import Foundation
-import Logging
 import NIOCore
 import NIOHTTP1
 
@@ -103,13 +101,12 @@ struct Reply: Sendable {
 
     /// App Service's error shape.
     static func failure(_ status: HTTPResponseStatus, _ message: String) -> Reply {
-        Reply(status: status, body: encode(ErrorAnswer(statusCode: Int(status.code), message: message)))
+        Reply(status: status, body: encode(ErrorAnswer(message: message, statusCode: Int(status.code))))
     }
 
+    /// The broker's own encoder (members in declaration order, which is alphabetical below).
     private static func encode(_ value: some Encodable) -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return Array((try? encoder.encode(value)) ?? Data("{}".utf8))
+        (try? WireEncoder().encode(value)) ?? Array("{}".utf8)
     }
 }
 
@@ -118,18 +115,18 @@ struct TokenAnswer: Encodable {
     // swift-format-ignore: AlwaysUseLowerCamelCase
     let access_token: String
     // swift-format-ignore: AlwaysUseLowerCamelCase
+    let client_id: String
+    // swift-format-ignore: AlwaysUseLowerCamelCase
     let expires_on: String
     let resource: String
     // swift-format-ignore: AlwaysUseLowerCamelCase
     let token_type: String
-    // swift-format-ignore: AlwaysUseLowerCamelCase
-    let client_id: String
 }
 
 /// An error, as App Service answers it.
 struct ErrorAnswer: Encodable {
-    let statusCode: Int
     let message: String
+    let statusCode: Int
 }
 
 /// Why a request gets no token: the status and a message for the holder (never a secret).

@@ -80,16 +80,19 @@ public struct IdleExitService: Service {
     let after: Duration
     let idleFor: @Sendable () -> Duration?
     let isBusy: @Sendable () -> Bool
+    let holdsOn: @Sendable () -> String?
     let logger: Logger
     let pollInterval: Duration
     let clock: any BrokerClock
 
     /// Ends (successfully) once `idleFor()` (nil while a connection is open) reaches `after` and `isBusy()` is
-    /// false, looking every `pollInterval`.
+    /// false, looking every `pollInterval`; while `holdsOn()` gives a reason (something that nothing would start
+    /// again, such as a grant's endpoint), it stays, and says so once each time it is idle.
     public init(
         after: Duration,
         idleFor: @escaping @Sendable () -> Duration?,
         isBusy: @escaping @Sendable () -> Bool,
+        holdsOn: @escaping @Sendable () -> String? = { nil },
         logger: Logger,
         pollInterval: Duration = .milliseconds(250),
         clock: any BrokerClock = .system
@@ -98,14 +101,24 @@ public struct IdleExitService: Service {
         self.after = after
         self.idleFor = idleFor
         self.isBusy = isBusy
+        self.holdsOn = holdsOn
         self.logger = logger
         self.pollInterval = pollInterval
     }
 
     public func run() async throws {
+        var saidWhy = false
         while !Task.isShuttingDownGracefully {
             try? await clock.sleep(for: pollInterval)
-            guard let idle = idleFor(), idle >= after, !isBusy() else { continue }
+            guard let idle = idleFor(), idle >= after, !isBusy() else {
+                saidWhy = false
+                continue
+            }
+            if let reason = holdsOn() {
+                if !saidWhy { logger.info("idle, but staying: \(reason)") }
+                saidWhy = true
+                continue
+            }
             logger.info(
                 "idle: exiting until the next connection",
                 metadata: ["idle_seconds": "\(idle.components.seconds)"]

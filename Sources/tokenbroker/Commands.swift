@@ -209,14 +209,7 @@ struct Token: AsyncParsableCommand {
                 minimumValidity: minValidity.map { .seconds($0) },
                 forceRefresh: forceRefresh
             )
-            let result: TokenResult
-            do {
-                result = try await broker.acquireTokenSilent(request)
-            } catch let error as BrokerError {
-                // (A `catch … where` on a typed throw crashes the 6.3.1 compiler.)
-                guard error.code == .interactionRequired || error.code == .noAccount else { throw error }
-                throw Failure(error, hint: "sign in with: " + Format.loginCommand(for: self))
-            }
+            let result = try await broker.silentToken(request)
             if json { return try Output.json(result) }
             Output.line(result.accessToken.reveal())
         }

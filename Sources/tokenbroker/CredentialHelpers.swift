@@ -130,13 +130,7 @@ struct GitCredential: AsyncParsableCommand {
             throw ExitCode.failure
         }
         try await withBroker(connection) { broker in
-            let result: TokenResult
-            do {
-                result = try await broker.acquireTokenSilent(request)
-            } catch let error as BrokerError {
-                guard error.code == .interactionRequired || error.code == .noAccount else { throw error }
-                throw Failure(error, hint: "sign in with: " + Format.loginCommand(for: request))
-            }
+            let result = try await broker.silentToken(request)
             var answer = ""
             if attributes["username"] == nil {
                 answer += "username=\(result.account.username.isEmpty ? "tokenbroker" : result.account.username)\n"
@@ -263,13 +257,7 @@ struct KubeCredential: AsyncParsableCommand {
             account: account.map(AccountSelector.init(identifierOrUsername:))
         )
         for attempt in 0..<2 {
-            let result: TokenResult
-            do {
-                result = try await broker.acquireTokenSilent(request)
-            } catch {
-                guard error.code == .interactionRequired || error.code == .noAccount else { throw error }
-                throw Failure(error, hint: "sign in with: " + Format.loginCommand(for: app))
-            }
+            let result = try await broker.silentToken(request)
             guard tokenType == .id else { return (result.accessToken.reveal(), result.expiresOn / 1000) }
             guard let idToken = result.idToken?.reveal(), let expiry = Self.expiry(ofJWT: idToken) else {
                 throw Failure("the provider gave no id token for this app", exitCode: .failure)
@@ -316,17 +304,6 @@ enum CredentialInput {
             attributes[String(line[..<equals])] = String(line[line.index(after: equals)...])
         }
         return .success(attributes)
-    }
-}
-
-extension Format {
-    /// The `tokenbroker login` command that signs in for `request`.
-    static func loginCommand(for request: TokenRequest) -> String {
-        var parts = ["tokenbroker", "login", "--client-id", request.clientId]
-        if let authority = request.authority { parts += ["--authority", authority] }
-        for scope in request.scopes { parts += ["--scope", ShellWords.quote(scope)] }
-        if let resource = request.resource { parts += ["--resource", ShellWords.quote(resource)] }
-        return parts.joined(separator: " ")
     }
 }
 

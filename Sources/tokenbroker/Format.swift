@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrokerClient
 import BrokerProtocol
 import BrokerSettings
 import Glibc
@@ -32,18 +33,37 @@ enum Format {
         date.ISO8601Format()
     }
 
-    /// The `tokenbroker login` command that would satisfy a `token` request.
-    static func loginCommand(for token: Token) -> String {
-        loginCommand(for: token.app)
+    /// The `tokenbroker login` command that signs in for `request`.
+    static func loginCommand(for request: TokenRequest) -> String {
+        loginCommand(
+            clientId: request.clientId,
+            authority: request.authority,
+            scopes: request.scopes,
+            resources: request.resource.map { [$0] } ?? []
+        )
     }
 
-    /// The `tokenbroker login` command that signs in for `app`.
-    static func loginCommand(for app: AppOptions) -> String {
-        var parts = ["tokenbroker", "login", "--client-id", app.clientId]
-        if let authority = app.authority { parts += ["--authority", authority] }
-        for scope in app.scopes { parts += ["--scope", ShellWords.quote(scope)] }
-        if let resource = app.resource { parts += ["--resource", ShellWords.quote(resource)] }
+    /// The `tokenbroker login` command that signs in for `clientId` with these scopes and resources.
+    static func loginCommand(clientId: String, authority: String?, scopes: [String], resources: [String]) -> String {
+        var parts = ["tokenbroker", "login", "--client-id", clientId]
+        if let authority { parts += ["--authority", authority] }
+        for scope in scopes { parts += ["--scope", ShellWords.quote(scope)] }
+        for resource in resources { parts += ["--resource", ShellWords.quote(resource)] }
         return parts.joined(separator: " ")
+    }
+}
+
+extension Broker {
+    /// A token without any UI; when a sign-in is needed, a failure whose hint is the `tokenbroker login` command
+    /// (for `token`, the git helper and the kube plugin alike).
+    func silentToken(_ request: TokenRequest) async throws -> TokenResult {
+        do {
+            return try await acquireTokenSilent(request)
+        } catch {
+            // (A `catch … where` on a typed throw crashes the 6.3.1 compiler.)
+            guard error.code == .interactionRequired || error.code == .noAccount else { throw error }
+            throw Failure(error, hint: "sign in with: " + Format.loginCommand(for: request))
+        }
     }
 }
 

@@ -1,7 +1,6 @@
 import ArgumentParser
 import BrokerClient
 import BrokerProtocol
-import BrokerSettings
 import Glibc
 
 #if canImport(FoundationEssentials)
@@ -94,11 +93,13 @@ struct GrantCreate: AsyncParsableCommand {
                 created = try await broker.createGrant(request)
             } catch let error as BrokerError {
                 guard error.code == .noAccount else { throw error }
-                var login = ["tokenbroker", "login", "--client-id", clientId]
-                if let authority { login += ["--authority", authority] }
-                login += (resources.flatMap { ["--resource", $0] } + scopes.flatMap { ["--scope", $0] })
-                    .map(ShellWords.quote)
-                throw Failure(error, hint: "sign in first: " + login.joined(separator: " "))
+                let login = Format.loginCommand(
+                    clientId: clientId,
+                    authority: authority,
+                    scopes: scopes,
+                    resources: resources
+                )
+                throw Failure(error, hint: "sign in first: " + login)
             }
             let grant = created.grant
             if json { return try Output.json(created) }

@@ -265,14 +265,13 @@ struct Daemon: AsyncParsableCommand {
                     service: IdleExitService(
                         after: .seconds(idleExit),
                         idleFor: {
-                            // Idle only when neither door has had a caller for that long, and no grant's holders
-                            // count on the endpoint.
-                            guard !endpoint.servesGrants, let socket = server.idleFor, let bus = bus.idleFor else {
-                                return nil
-                            }
+                            // Idle only when neither door has had a caller for that long.
+                            guard let socket = server.idleFor, let bus = bus.idleFor else { return nil }
                             return min(socket, bus)
                         },
                         isBusy: { broker.isBusy },
+                        // Nothing would start the daemon again for a grant's holders: their endpoint stays up.
+                        holdsOn: { endpoint.servesGrants ? "a grant of the managed-identity endpoint lives" : nil },
                         logger: logger,
                         clock: clock
                     ),

@@ -68,4 +68,22 @@ struct ServiceTests {
         #expect(polls.load(ordering: .relaxed) == 6)
         #expect(asked.load(ordering: .relaxed) == 1)
     }
+
+    /// Idle and not busy, but held on (a grant lives): it stays, says why once, and leaves once released.
+    @Test func staysWhileHeldOnAndSaysWhyOnce() async throws {
+        let polls = Atomic<Int>(0)
+        let logs = LogCapture()
+        let service = IdleExitService(
+            after: .seconds(5),
+            idleFor: { .seconds(6) },
+            isBusy: { false },
+            holdsOn: { polls.add(1, ordering: .relaxed).newValue < 5 ? "a grant lives" : nil },
+            logger: logs.logger(label: "test"),
+            pollInterval: .milliseconds(1)
+        )
+        try await service.run()
+        #expect(polls.load(ordering: .relaxed) == 5)
+        #expect(logs.lines(containing: "idle, but staying: a grant lives").count == 1)
+        #expect(logs.lines(containing: "idle: exiting").count == 1)
+    }
 }

@@ -82,17 +82,7 @@ import Testing
         }
         #expect(notify.messages.isEmpty)  // nothing runs before the first connection
 
-        // The file appears at bind(), a moment before listen(): until then a connection is refused.
-        var connected: Broker?
-        while connected == nil {
-            do {
-                connected = try await Broker.connect(socketPath: socketPath)
-            } catch {
-                guard ContinuousClock.now < deadline else { throw error }
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
-        let broker = try #require(connected)
+        let broker = try await connectOnceListening(socketPath, before: deadline)
         let status = try await broker.status()
         #expect(status.activation == "systemd")
         #expect(status.socketPath == socketPath)
@@ -123,17 +113,7 @@ import Testing
             stderr: .file(log.path)
         )
         defer { activator.signal(SIGTERM) }
-        let deadline = ContinuousClock.now + .seconds(10)
-        var connected: Broker?
-        while connected == nil {
-            do {
-                connected = try await Broker.connect(socketPath: socketPath)
-            } catch {
-                guard ContinuousClock.now < deadline else { throw error }
-                try await Task.sleep(for: .milliseconds(20))
-            }
-        }
-        let broker = try #require(connected)
+        let broker = try await connectOnceListening(socketPath, before: ContinuousClock.now + .seconds(10))
         _ = try await broker.importCache(Secret(CacheFixtures.text(CacheFixtures.msalCache())))
         let created = try await broker.createGrant(
             CreateGrantParams(
@@ -146,9 +126,15 @@ import Testing
         #expect(created.grant.listening)
         await broker.close()
 
-        // Three idle periods without a connection: the absence of an exit is what is checked.
-        try await Task.sleep(for: .seconds(3))
-        #expect(activator.isRunning, "\((try? String(contentsOf: log, encoding: .utf8)) ?? "")")
+        // Idle past --idle-exit, the daemon says it stays for the grant (the event waited for), and still runs.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !((try? String(contentsOf: log, encoding: .utf8)) ?? "").contains("idle, but staying") {
+            guard activator.isRunning, ContinuousClock.now < deadline else { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let said = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        #expect(said.contains("idle, but staying: a grant of the managed-identity endpoint lives"), "\(said)")
+        #expect(activator.isRunning, "\(said)")
 
         let again = try await Broker.connect(socketPath: socketPath)
         #expect(try await again.grants().map(\.label) == ["stays"])
@@ -182,5 +168,21 @@ import Testing
         #expect(exit == 1)
         let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
         #expect(text.contains("none is named \"broker\""), "\(text)")
+    }
+}
+
+/// Connects to the broker at `socketPath` as soon as it listens.
+///
+/// The file appears at bind(), a moment before listen(), and until then a connection is refused. Throws the last
+/// refusal after `deadline`.
+private func connectOnceListening(_ socketPath: String, before deadline: ContinuousClock.Instant) async throws -> Broker
+{
+    while true {
+        do {
+            return try await Broker.connect(socketPath: socketPath)
+        } catch {
+            guard ContinuousClock.now < deadline else { throw error }
+            try await Task.sleep(for: .milliseconds(20))
+        }
     }
 }
