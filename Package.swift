@@ -63,7 +63,9 @@ let package = Package(
         // The MSAL unified cache model, freshness rules, the SQLite store, sealing, MSAL/ADAL interchange.
         .target(
             name: "BrokerCache",
-            dependencies: ["BrokerProtocol", "BrokerTime", "CLinuxSupport", grdb, crypto, logging],
+            dependencies: [
+                "BrokerProtocol", "BrokerTime", "CLinuxSupport", "CKeyStores", "CArgon2", grdb, crypto, logging,
+            ],
             swiftSettings: swiftSettings
         ),
         // The OAuth/OIDC client side: authorities, discovery, grants, id_token checks, loopback redirect, browsers.
@@ -88,6 +90,32 @@ let package = Package(
             path: "Sources/CSystemd",
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
+        ),
+        // The cache key's stores, in C over their libraries: the Secret Service (libsecret, Debian's libsecret-1-dev)
+        // and the TPM 2.0 (tpm2-tss's ESAPI, libtss2-dev).
+        .target(
+            name: "CKeyStores",
+            dependencies: ["CLibSecret", "CTSS2"],
+            linkerSettings: [.linkedLibrary("tss2-tctildr"), .linkedLibrary("tss2-mu")]
+        ),
+        .systemLibrary(
+            name: "CLibSecret",
+            path: "Sources/CLibSecret",
+            pkgConfig: "libsecret-1",
+            providers: [.apt(["libsecret-1-dev"])]
+        ),
+        .systemLibrary(
+            name: "CTSS2",
+            path: "Sources/CTSS2",
+            pkgConfig: "tss2-esys",
+            providers: [.apt(["libtss2-dev"])]
+        ),
+        // Argon2id (Debian's libargon2-dev), the memory-hard function a passphrase is stretched with.
+        .systemLibrary(
+            name: "CArgon2",
+            path: "Sources/CArgon2",
+            pkgConfig: "libargon2",
+            providers: [.apt(["libargon2-dev"])]
         ),
         // Linux calls Swift's Glibc module does not declare (_GNU_SOURCE, variadic): closefrom in posix_spawn, prctl,
         // madvise, SO_PEERPIDFD.

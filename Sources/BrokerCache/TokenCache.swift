@@ -119,6 +119,11 @@ public struct CacheLocation: Sendable {
         stateDirectory.appending(path: "cache.key")
     }
 
+    /// Where the key is kept, and what it takes to find it: `<state>/key.json` (never the key itself).
+    public var keyRecordURL: URL {
+        stateDirectory.appending(path: "key.json")
+    }
+
     /// The lock that keeps two daemons off one state directory: `<state>/lock`.
     public var lockURL: URL {
         stateDirectory.appending(path: "lock")
@@ -134,6 +139,27 @@ public struct CacheLocation: Sendable {
             && !FileManager.default.fileExists(atPath: databaseURL.path)
         return try await TokenCache(
             store: try openStore(clock: clock),
+            databaseWasMissing: databaseWasMissing,
+            logger: logger,
+            clock: clock
+        )
+    }
+
+    /// Opens the cache sealed with `key` (the ``KeyVault``'s), creating the database's directory 0700; refuses a
+    /// database sealed with another key.
+    ///
+    /// A database missing beside a key that is not new is said in ``TokenCache/databaseWasMissing``.
+    public func openCache(
+        key: KeyMemory,
+        keyIsNew: Bool,
+        logger: Logger? = nil,
+        clock: any BrokerClock = .system
+    ) async throws -> TokenCache {
+        try Directories.ensurePrivateDirectory(stateDirectory)
+        try Directories.ensurePrivateDirectory(databaseURL.deletingLastPathComponent())
+        let databaseWasMissing = !keyIsNew && !FileManager.default.fileExists(atPath: databaseURL.path)
+        return try await TokenCache(
+            store: try SQLiteTokenStore(url: databaseURL, sealer: try SecretSealer(key: key), clock: clock),
             databaseWasMissing: databaseWasMissing,
             logger: logger,
             clock: clock

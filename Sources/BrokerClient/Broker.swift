@@ -166,6 +166,28 @@ public final class Broker: Sendable {
         try await connection.call(Methods.RevokeGrant.self, RevokeGrantParams(grant: grant)).grant
     }
 
+    // MARK: The cache key
+
+    /// Where the cache key is kept, what that protects against, and why the cache is locked.
+    public func keyStatus() async throws(BrokerError) -> KeyStoreStatus {
+        try await connection.call(Methods.GetKeyStatus.self, GetKeyStatusParams())
+    }
+
+    /// Opens a cache locked by a passphrase with `passphrase`; without one, has the broker try a locked keyring
+    /// again (on a desktop, with the keyring's own prompt).
+    public func unlockCache(passphrase: String? = nil) async throws(BrokerError) -> KeyStoreStatus {
+        try await connection.call(Methods.UnlockCache.self, UnlockCacheParams(passphrase: passphrase.map(Secret.init)))
+    }
+
+    /// Keeps the cache key in `store` (`secret-service`, `tpm`, `passphrase` with `passphrase`, or `file`) from now
+    /// on.
+    public func moveCacheKey(to store: String, passphrase: String? = nil) async throws(BrokerError) -> KeyStoreStatus {
+        try await connection.call(
+            Methods.MoveCacheKey.self,
+            MoveCacheKeyParams(to: store, passphrase: passphrase.map(Secret.init))
+        )
+    }
+
     // MARK: The broker itself
 
     /// The broker's and the protocol's versions; throws ``BrokerError/Code/unsupportedProtocolVersion`` when

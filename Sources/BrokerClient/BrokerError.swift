@@ -27,6 +27,7 @@ public struct BrokerError: Error, Sendable, Hashable, CustomStringConvertible, C
             case brokerUnavailable = "broker_unavailable"
             case connectionLost = "connection_lost"
             case brokerStopping = "broker_stopping"
+            case cacheLocked = "cache_locked"
             case `internal` = "internal"
         }
 
@@ -66,6 +67,10 @@ public struct BrokerError: Error, Sendable, Hashable, CustomStringConvertible, C
         public static let connectionLost = Code(.connectionLost)
         /// The broker stopped before the request finished (a shutdown or restart); retry, on a new connection.
         public static let brokerStopping = Code(.brokerStopping)
+        /// The broker's cache is locked: its keyring locked, its TPM unreachable, its passphrase not given.
+        ///
+        /// The message says what the user can do (`tokenbroker unlock`). Retry after that; nothing was lost.
+        public static let cacheLocked = Code(.cacheLocked)
         /// Something unexpected, in the broker or this library; retry once, then report it.
         public static let `internal` = Code(.internal)
 
@@ -85,6 +90,7 @@ public struct BrokerError: Error, Sendable, Hashable, CustomStringConvertible, C
             case .invalidCache: self = .invalidCache
             case .timeout: self = .timeout
             case .brokerStopping: self = .brokerStopping
+            case .cacheLocked: self = .cacheLocked
             default: self = .internal
             }
         }

@@ -141,6 +141,16 @@ public final class AuditLog: Sendable {
         )
     }
 
+    func cacheKeyChanged(_ what: String, by caller: Caller, store: String, correlationId: String?) {
+        sink.send(
+            "cache key \(what)",
+            CallerFields(caller).metadata.merging([
+                "key_store": "\(store)",
+                "correlation_id": "\(correlationId ?? "none")",
+            ]) { _, new in new }
+        )
+    }
+
     func accessTokenDiscarded(by caller: Caller, clientId: String, correlationId: String) {
         sink.send(
             "access token discarded",

@@ -1,3 +1,4 @@
+import BrokerCache
 public import BrokerProtocol
 
 /// Why the broker could not answer a request: an actionable ``ErrorCode``, a message for people, the
@@ -46,6 +47,22 @@ public struct BrokerFailure: Error, Sendable, CustomStringConvertible, CustomDeb
         if let suberror = details.suberror { parts.append("suberror=\(suberror)") }
         if let underlying { parts.append("underlying=\(String(reflecting: underlying))") }
         return parts.joined(separator: " ")
+    }
+
+    /// `cache_locked` for why the cache is locked (or `throttled` after wrong passphrases), with what to do.
+    static func locked(_ reason: KeyUnavailable?) -> BrokerFailure {
+        guard let reason else { return BrokerFailure(.cacheLocked, "the cache is locked") }
+        if let retryAfter = reason.retryAfter {
+            return BrokerFailure(
+                .throttled,
+                "too many wrong passphrases: try again in \(retryAfter) s",
+                details: .init(retryAfterSeconds: retryAfter)
+            )
+        }
+        if case .wrongPassphrase = reason.problem {
+            return BrokerFailure(.permissionDenied, "\(reason.problem); \(reason.hint)")
+        }
+        return BrokerFailure(.cacheLocked, "the cache is locked: \(reason.problem); \(reason.hint)")
     }
 
     static func invalidParams(_ field: ParamField, _ message: String) -> BrokerFailure {

@@ -93,7 +93,7 @@ public struct GrantRecord: Sendable, Hashable, Codable {
 /// A grant survives restarts until it expires or is revoked; an expired one is refused at once and dropped from
 /// the store the next time the broker starts.
 public final class GrantBook: Sendable {
-    private let store: (any GrantStore)?
+    private let storeOpen: @Sendable () -> (any GrantStore)?
     private let clock: any BrokerClock
     private let state = Mutex<[String: Held]>([:])
 
@@ -103,9 +103,18 @@ public final class GrantBook: Sendable {
     }
 
     /// A book over `store` (none: grants last until the broker stops, for tests of one module).
-    public init(store: (any GrantStore)?, clock: any BrokerClock) {
-        self.store = store
+    public convenience init(store: (any GrantStore)?, clock: any BrokerClock) {
+        self.init(store: { store }, clock: clock)
+    }
+
+    /// A book over the store `store` gives: none while the cache is locked.
+    public init(store: @escaping @Sendable () -> (any GrantStore)?, clock: any BrokerClock) {
+        storeOpen = store
         self.clock = clock
+    }
+
+    private var store: (any GrantStore)? {
+        storeOpen()
     }
 
     /// Loads the stored grants, dropping the expired ones from the store; returns the ids of records that could

@@ -1,3 +1,4 @@
+import BrokerCache
 public import BrokerProtocol
 
 /// How a handler answers: now, from what it found in memory; or later, in a task, continuing from there.
@@ -64,16 +65,23 @@ extension TokenBroker {
     /// front end without `getStatus` (the bus) passes nil.
     public func handlers(status: (@Sendable () -> StatusResult)?) -> MethodHandlers {
         var handlers = MethodHandlers()
+        // What needs the cache waits for one more try of a locked keyring or TPM first.
+        func onCache<Method: BrokerMethod>(
+            _ method: Method.Type,
+            _ answer: @escaping @Sendable (Method.Params, Caller) throws(BrokerFailure) -> Answer<Method.Result>
+        ) {
+            handlers.on(method, whenCacheOpen(answer))
+        }
         handlers.on(Methods.GetLinuxBrokerVersion.self) { params, _ throws(BrokerFailure) in
             .now(try self.version(params))
         }
-        handlers.on(Methods.GetAccounts.self) { params, _ throws(BrokerFailure) in .now(try self.accounts(params)) }
-        handlers.on(Methods.GetAccount.self) { params, _ throws(BrokerFailure) in .now(try self.account(params)) }
+        onCache(Methods.GetAccounts.self) { params, _ throws(BrokerFailure) in .now(try self.accounts(params)) }
+        onCache(Methods.GetAccount.self) { params, _ throws(BrokerFailure) in .now(try self.account(params)) }
         if let status { handlers.on(Methods.GetStatus.self) { _, _ in .now(status()) } }
-        handlers.on(Methods.AcquireTokenSilently.self) { params, caller throws(BrokerFailure) in
+        onCache(Methods.AcquireTokenSilently.self) { params, caller throws(BrokerFailure) in
             try self.answerSilently(params, caller: caller)
         }
-        handlers.on(Methods.AcquireTokenInteractively.self) { params, caller in
+        onCache(Methods.AcquireTokenInteractively.self) { params, caller in
             .later { owner throws(BrokerFailure) in
                 try await self.acquireTokenInteractively(params, caller: caller, owner: owner)
             }
@@ -84,18 +92,38 @@ extension TokenBroker {
         handlers.on(Methods.CancelInteractiveFlow.self) { params, _ in
             .later { _ in self.cancelInteractiveFlow(params) }
         }
-        handlers.on(Methods.RemoveAccount.self) { params, caller in
+        onCache(Methods.RemoveAccount.self) { params, caller in
             .later { _ throws(BrokerFailure) in try await self.removeAccount(params, caller: caller) }
         }
-        handlers.on(Methods.ImportCache.self) { params, caller in
+        onCache(Methods.ImportCache.self) { params, caller in
             .later { _ throws(BrokerFailure) in try await self.importCache(params, caller: caller) }
         }
-        handlers.on(Methods.ExportCache.self) { params, caller in
+        onCache(Methods.ExportCache.self) { params, caller in
             .later { _ throws(BrokerFailure) in try await self.exportCache(params, caller: caller) }
         }
-        handlers.on(Methods.DiscardAccessToken.self) { params, caller in
+        onCache(Methods.DiscardAccessToken.self) { params, caller in
             .later { _ throws(BrokerFailure) in try await self.discardAccessToken(params, caller: caller) }
         }
+        handlers.on(Methods.GetKeyStatus.self) { _, _ in .now(self.keyStatus) }
+        handlers.on(Methods.UnlockCache.self) { params, caller in
+            .later { _ throws(BrokerFailure) in try await self.unlockCache(params, caller: caller) }
+        }
+        handlers.on(Methods.MoveCacheKey.self) { params, caller in
+            .later { _ throws(BrokerFailure) in try await self.moveCacheKey(params, caller: caller) }
+        }
         return handlers
+    }
+
+    /// `answer`, or while the cache is locked, one more try of its key store (when due) before it.
+    public func whenCacheOpen<Params: Sendable, Result: Sendable>(
+        _ answer: @escaping @Sendable (Params, Caller) throws(BrokerFailure) -> Answer<Result>
+    ) -> @Sendable (Params, Caller) throws(BrokerFailure) -> Answer<Result> {
+        { params, caller throws(BrokerFailure) in
+            guard self.vault.cache == nil else { return try answer(params, caller) }
+            return .later { owner throws(BrokerFailure) in
+                await self.retryLockedCache()
+                return try await answer(params, caller).value(owner: owner)
+            }
+        }
     }
 }

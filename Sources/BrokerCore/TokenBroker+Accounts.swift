@@ -9,7 +9,7 @@ extension TokenBroker {
             try self.authority(text, field: ParamField(GetAccountsParams.CodingKeys.authority))
         }
         let clientId = params.clientId?.lowercased()
-        let accounts = cache.read { contents -> [Account] in
+        let accounts = try cache.read { contents -> [Account] in
             contents.accounts.values.filter { account in
                 if let wanted {
                     guard wanted.environmentAliases.contains(account.environment.lowercased()) else { return false }

@@ -171,7 +171,7 @@ extension TokenBroker {
                 "must not be empty"
             )
         }
-        let found = cache.read { contents in contents.accessTokens.values.first { $0.secret == token } }
+        let found = try cache.read { contents in contents.accessTokens.values.first { $0.secret == token } }
         guard let found else { return DiscardAccessTokenResult(discarded: false) }
         do {
             try await cache.commit(CacheChanges(deletions: [found.id]))

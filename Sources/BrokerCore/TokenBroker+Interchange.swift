@@ -15,7 +15,7 @@ extension TokenBroker {
         let format = params.format ?? .msal
         let data = params.data
         let now = nowSeconds
-        let cache = cache
+        let cache = try cache
         // Parsing up to a frame's worth of JSON, and planning against the whole cache, is heavy: off the loops.
         let plan = try await HeavyWork.run { () throws(BrokerFailure) -> CacheImport in
             let document = Data(data.reveal().utf8)
@@ -59,7 +59,7 @@ extension TokenBroker {
         -> ExportCacheResult
     {
         let format = params.format ?? .msal
-        let cache = cache
+        let cache = try cache
         // Serializing the whole cache (up to 64 MiB) is heavy: off the loops.
         let (data, counts) = try await HeavyWork.run { () throws(BrokerFailure) -> (Data, EntryCounts) in
             do {

@@ -54,7 +54,7 @@ extension TokenBroker {
     ) async throws(BrokerFailure) -> TokenResult {
         let account = found.cacheAccount
         let environments = request.authority.environmentAliases
-        let candidates = cache.read { contents in
+        let candidates = try cache.read { contents in
             contents.refreshCandidates(for: request.clientId, account: account, environments: environments)
         }
         guard !candidates.isEmpty else {

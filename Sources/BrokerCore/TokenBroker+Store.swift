@@ -269,7 +269,7 @@ extension TokenBroker {
         }
         let account = issued.account
         let token = issued.accessToken
-        return cache.read { contents in
+        return try cache.read { contents in
             let idToken = contents.idToken(
                 homeAccountId: account.homeAccountId,
                 clientId: token.clientId,

@@ -16,7 +16,8 @@ public final class TokenBroker: Sendable {
     /// The broker's release version.
     public static let version = "0.4.0"
 
-    let cache: TokenCache
+    /// The cache behind its key; locked while the key's store cannot give it.
+    public let vault: CacheVault
     let configuration: BrokerConfiguration
     let logger: Logger
     /// The audit trail of tokens handed out.
@@ -32,8 +33,8 @@ public final class TokenBroker: Sendable {
     /// The managed-identity endpoint's grants, kept in the cache's store.
     public let grants: GrantBook
 
-    /// Creates a broker over `cache`.
-    public init(
+    /// Creates a broker over `cache`, open.
+    public convenience init(
         cache: TokenCache,
         configuration: BrokerConfiguration = BrokerConfiguration(),
         logger: Logger,
@@ -41,12 +42,31 @@ public final class TokenBroker: Sendable {
         transport: any HTTPTransport = AsyncHTTPTransport.shared,
         clock: any BrokerClock = .system
     ) {
-        self.cache = cache
+        self.init(
+            vault: CacheVault(opened: cache, logger: logger, clock: clock),
+            configuration: configuration,
+            logger: logger,
+            audit: audit,
+            transport: transport,
+            clock: clock
+        )
+    }
+
+    /// Creates a broker over the cache in `vault`, which may still be locked.
+    public init(
+        vault: CacheVault,
+        configuration: BrokerConfiguration = BrokerConfiguration(),
+        logger: Logger,
+        audit: AuditLog = AuditLog(logger: Logger(label: "tokenbroker.audit")),
+        transport: any HTTPTransport = AsyncHTTPTransport.shared,
+        clock: any BrokerClock = .system
+    ) {
+        self.vault = vault
         self.configuration = configuration
         self.logger = logger
         self.audit = audit
         self.clock = clock
-        grants = GrantBook(store: cache.grantStore, clock: clock)
+        grants = GrantBook(store: { vault.cache?.grantStore }, clock: clock)
         identityProviders = IdentityProviders(
             transport: transport,
             policy: configuration.retryPolicy,
@@ -88,13 +108,22 @@ public final class TokenBroker: Sendable {
         await identityProviders.directory.forgetAll()
     }
 
-    /// What the cache holds, by kind.
-    public var cacheCounts: EntryCounts {
-        cache.read { $0.count }
+    /// The open cache; `cache_locked`, saying why and what to do, while its key cannot be had.
+    var cache: TokenCache {
+        get throws(BrokerFailure) {
+            if let cache = vault.cache { return cache }
+            throw BrokerFailure.locked(vault.lock)
+        }
     }
 
-    /// What went wrong with the cache's storage, for status.
-    public var storeHealth: StatusResult.StoreHealth {
+    /// What the cache holds, by kind (nothing while it is locked).
+    public var cacheCounts: EntryCounts {
+        vault.cache?.read { $0.count } ?? EntryCounts()
+    }
+
+    /// What went wrong with the cache's storage, for status; nil while it is locked.
+    public var storeHealth: StatusResult.StoreHealth? {
+        guard let cache = vault.cache else { return nil }
         let failures = cache.writeFailures
         return StatusResult.StoreHealth(
             damagedEntries: cache.damaged.count,

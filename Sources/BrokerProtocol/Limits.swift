@@ -1,7 +1,7 @@
 /// The protocol's version and fixed limits.
 public enum WireProtocol {
     /// The protocol version this library speaks: a major (breaking) and a minor (additive) number.
-    public static let version = "1.2"
+    public static let version = "1.3"
 
     /// The major part of ``version``; a broker serves only clients of the same major.
     public static let majorVersion = 1

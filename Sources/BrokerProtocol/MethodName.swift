@@ -32,6 +32,12 @@ public enum MethodName: String, Sendable, Hashable, Codable, CaseIterable {
     case revokeGrant
     /// Drops an access token its audience refused from the cache.
     case discardAccessToken
+    /// Where the cache key is kept, and why the cache is locked.
+    case getKeyStatus
+    /// Opens a cache locked by a passphrase or a locked keyring.
+    case unlockCache
+    /// Keeps the cache key in another store.
+    case moveCacheKey
 }
 
 /// The notifications the broker sends while an interactive request runs (JSON-RPC messages without `id`).

@@ -212,7 +212,8 @@ public final class SocketServer: Service {
             ),
             recentErrors: metrics.recentErrors,
             store: broker.storeHealth,
-            bus: details.bus()
+            bus: details.bus(),
+            keyStore: broker.keyStatus
         )
     }
 

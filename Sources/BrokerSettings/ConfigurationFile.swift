@@ -9,6 +9,7 @@ public import Foundation
 ///     log-level = debug
 ///     browser.firefox-private = firefox --private-window
 ///     system-browser = chromium --new-window
+///     key-stores = secret-service tpm file
 ///
 /// Only this file names programs the broker runs: a client of the broker names a profile, never a command.
 public struct ConfigurationFile: Sendable {
@@ -23,12 +24,18 @@ public struct ConfigurationFile: Sendable {
         public var browserProfiles: [String: [String]] = [:]
         /// `system-browser = <command line>`: what `systemBrowser` runs, before `$BROWSER` and `xdg-open`.
         public var systemBrowser: [String]?
+        /// `key-stores = <names>`: where a new cache key is kept, in the order tried (`secret-service`, `tpm`,
+        /// `passphrase`, `file`); a plain key file moves to the first of them ahead of `file` that takes it.
+        public var keyStores: [String]?
         /// What could not be read, line by line, for the log.
         public var problems: [String] = []
 
         /// An empty configuration: every setting at its default.
         public init() {}
     }
+
+    /// The names `key-stores` takes.
+    public static let keyStoreNames = ["secret-service", "tpm", "passphrase", "file"]
 
     /// The levels `log-level` takes.
     public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
@@ -77,6 +84,15 @@ public struct ConfigurationFile: Sendable {
                     continue
                 }
                 contents.systemBrowser = command
+            case "key-stores":
+                let names = value.split(whereSeparator: { $0 == " " || $0 == "," || $0 == "\t" }).map(String.init)
+                guard !names.isEmpty, names.allSatisfy(keyStoreNames.contains), Set(names).count == names.count else {
+                    contents.problems.append(
+                        "\(line): key-stores lists each of \(keyStoreNames.joined(separator: ", ")) at most once"
+                    )
+                    continue
+                }
+                contents.keyStores = names
             case _ where key.hasPrefix("browser."):
                 let name = String(key.dropFirst("browser.".count))
                 guard isProfileName(name) else {

@@ -35,12 +35,13 @@ struct CLI: AsyncParsableCommand {
               74  the --output file cannot be written
               75  temporary failure (busy, throttled, identity provider unavailable, timeout, the
                   broker stopping): retry later
-              77  permission denied
+              76  the cache is locked: run `tokenbroker unlock` or unlock the keyring (cache_locked)
+              77  permission denied (also: a wrong passphrase)
             """,
         version: "0.4.0",
         subcommands: [
             Status.self, Accounts.self, AccountCommand.self, Token.self, Login.self, Import.self, Export.self,
-            RemoveAccount.self, Grant.self, GitCredential.self, KubeCredential.self,
+            RemoveAccount.self, Grant.self, GitCredential.self, KubeCredential.self, Key.self, Unlock.self,
         ]
     )
 }
@@ -89,6 +90,7 @@ struct Failure: Error, CustomStringConvertible {
         case .brokerUnavailable, .connectionLost: ExitCode(69)
         case .internal, .unsupportedProtocolVersion: ExitCode(70)
         case .brokerBusy, .throttled, .serverError, .timeout, .brokerStopping: ExitCode(75)
+        case .cacheLocked: ExitCode(76)
         case .permissionDenied: ExitCode(77)
         default: ExitCode(1)
         }

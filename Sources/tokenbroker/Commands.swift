@@ -51,6 +51,7 @@ struct Status: AsyncParsableCommand {
             "requests:    \(status.requests.succeeded) answered, \(status.requests.failed) failed, \(status.requests.inFlight) in flight"
         )
         if let bus = status.bus { Output.line("bus:         \(Self.describe(bus))") }
+        if let key = status.keyStore { Output.line("key:         \(Self.describe(key))") }
         // A broker of protocol 1.1 has no grants to list.
         if let grants = try? await broker.grants(), !grants.isEmpty {
             Output.line("grants:      \(Self.describe(grants))")
@@ -64,6 +65,16 @@ struct Status: AsyncParsableCommand {
                 "  \(Format.time(when))  \(error.method.isEmpty ? "-" : error.method)  \(error.errorCode): \(error.message)"
             )
         }
+    }
+
+    /// Where the cache key is kept, in one line: a warning for a plain file, what to do when locked.
+    static func describe(_ key: KeyStoreStatus) -> String {
+        let store = key.store ?? "none"
+        if key.locked {
+            return "LOCKED (\(store)): \(key.problem ?? "the key cannot be had")\n             \(key.hint ?? "")"
+        }
+        if let warning = key.warning { return "\(store): WARNING: \(warning)" }
+        return "\(store): \(key.protection ?? "")"
     }
 
     /// The Broker1 front end, in one line.

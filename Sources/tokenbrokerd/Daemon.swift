@@ -181,26 +181,18 @@ struct Daemon: AsyncParsableCommand {
         let lock = try StateLock(location.lockURL)
         // The one clock every time-dependent part reads (tests give theirs a clock they move by hand).
         let clock = SystemClock()
-        let cache = try await location.openCache(logger: logger, clock: clock)
-        if cache.databaseWasMissing {
-            logger.error(
-                "the cache database was missing beside its key: starting with an empty cache",
-                metadata: [
-                    "database": "\(location.databaseURL.path)",
-                    "hint": "restore the db directory from a backup and restart to get the tokens back",
-                ]
-            )
-        }
-        for (id, reason) in cache.damaged {
-            logger.error(
-                "a cache entry could not be opened and is left in place",
-                metadata: ["entry": "\(id)", "reason": "\(reason)"]
-            )
-        }
+        let file = settings.read()
+        let keys = KeyVault(
+            location: location,
+            order: (file.keyStores ?? []).compactMap(KeyStoreKind.init(rawValue:)),
+            environment: environment,
+            afterStep: Self.keyMoveStepHook(environment: environment)
+        )
+        let vault = CacheVault(keys: keys, logger: logger, clock: clock)
         let audit = AuditLog(logger: Logger(label: "tokenbroker.audit"), window: .seconds(auditWindow), clock: clock)
         let transport = try idpCAFile.map { try AsyncHTTPTransport.trusting(certificatesIn: $0) } ?? .shared
         let broker = TokenBroker(
-            cache: cache,
+            vault: vault,
             configuration: BrokerConfiguration(
                 entraHosts: Set(entraHosts.map { $0.lowercased() }),
                 retryPolicy: RetryPolicy(
@@ -225,6 +217,9 @@ struct Daemon: AsyncParsableCommand {
             transport: transport,
             clock: clock
         )
+        // The key first (the keyring, the TPM, a plain file): locked, the broker still starts and says why.
+        await broker.openCache()
+        if let cache = vault.cache { Self.reportDamage(cache, location: location, logger: logger) }
         let listener = try listener(environment: environment)
         let bus = Broker1Service(broker: broker, enabled: !noBus, logger: logger)
         let endpoint = IdentityEndpoint(broker: broker, logger: logger)
@@ -290,6 +285,34 @@ struct Daemon: AsyncParsableCommand {
         // A refresh a departed caller started may still be under way: its rotated token must reach the disk.
         await broker.finishRefreshes()
         withExtendedLifetime(lock) {}
+    }
+
+    /// Logs a database found missing beside its key, and entries that could not be opened.
+    private static func reportDamage(_ cache: TokenCache, location: CacheLocation, logger: Logger) {
+        if cache.databaseWasMissing {
+            logger.error(
+                "the cache database was missing beside its key: starting with an empty cache",
+                metadata: [
+                    "database": "\(location.databaseURL.path)",
+                    "hint": "restore the db directory from a backup and restart to get the tokens back",
+                ]
+            )
+        }
+        for (id, reason) in cache.damaged {
+            logger.error(
+                "a cache entry could not be opened and is left in place",
+                metadata: ["entry": "\(id)", "reason": "\(reason)"]
+            )
+        }
+    }
+
+    /// For the tests of key moves only: `TOKENBROKER_TEST_KILL_AFTER_KEY_STEP=<step>` makes the daemon kill itself
+    /// (SIGKILL, as `kill -9`) right after that step of a move.
+    private static func keyMoveStepHook(environment: [String: String]) -> @Sendable (KeyVault.MoveStep) -> Void {
+        guard let name = environment["TOKENBROKER_TEST_KILL_AFTER_KEY_STEP"],
+            let step = KeyVault.MoveStep(rawValue: name)
+        else { return { _ in } }
+        return { current in if current == step { kill(getpid(), SIGKILL) } }
     }
 
     /// The socket systemd passed (the fd named `broker`, or the only one), else a bind of our own.

@@ -13,7 +13,7 @@ struct MethodTableTests {
         #expect(Methods.named("acquireTokenSilentlyX") == nil)
         #expect(
             Methods.all.filter { $0.answersFromMemory }.map { $0.name } == [
-                .getLinuxBrokerVersion, .getAccounts, .getAccount, .acquireTokenSilently, .getStatus,
+                .getLinuxBrokerVersion, .getAccounts, .getAccount, .acquireTokenSilently, .getStatus, .getKeyStatus,
             ]
         )
     }
@@ -89,7 +89,12 @@ struct MethodTableTests {
     /// Methods whose params are all optional may leave them out; the others must send them.
     @Test func knowsWhichParamsMayBeLeftOut() {
         let optional = Methods.all.filter { hasDefaults($0) }.map { $0.name }
-        #expect(optional == [.getLinuxBrokerVersion, .getAccounts, .exportCache, .getStatus, .listGrants])
+        #expect(
+            optional == [
+                .getLinuxBrokerVersion, .getAccounts, .exportCache, .getStatus, .listGrants, .getKeyStatus,
+                .unlockCache,
+            ]
+        )
     }
 
     private func hasDefaults<Method: BrokerMethod>(_ method: Method.Type) -> Bool {
@@ -166,6 +171,9 @@ private enum Samples {
         ListGrantsParams(correlationId: "c-12"),
         RevokeGrantParams(grant: "g0123456789ab", correlationId: "c-13"),
         DiscardAccessTokenParams(accessToken: Secret("at"), correlationId: "c-14"),
+        GetKeyStatusParams(correlationId: "c-15"),
+        UnlockCacheParams(passphrase: Secret("passphrase"), correlationId: "c-16"),
+        MoveCacheKeyParams(to: "passphrase", passphrase: Secret("passphrase"), correlationId: "c-17"),
     ]
 
     static let grant = EndpointGrant(
@@ -215,7 +223,20 @@ private enum Samples {
             recentErrors: [
                 .init(at: 1, method: "getAccount", errorCode: .noAccount, message: "no account", correlationId: "c")
             ],
-            store: .init(damagedEntries: 0, failedWrites: 1, lastWriteError: "disk full", databaseWasMissing: false)
+            store: .init(damagedEntries: 0, failedWrites: 1, lastWriteError: "disk full", databaseWasMissing: false),
+            keyStore: keyStore
         ),
+        keyStore,
     ]
+
+    static let keyStore = KeyStoreStatus(
+        store: "secret-service",
+        protection: "in the keyring",
+        chosen: true,
+        order: ["secret-service", "tpm", "file"],
+        locked: true,
+        problem: "the keyring is locked",
+        hint: "unlock it",
+        warning: "a plain file"
+    )
 }

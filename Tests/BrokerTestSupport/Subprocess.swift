@@ -40,11 +40,12 @@ public struct CommandResult: Sendable {
 
 /// The environment for a child of the tests: the test process's, without the variables by which a service
 /// manager talks to its service (a test that sets `NOTIFY_SOCKET` for itself must not receive the datagrams of
-/// every daemon started meanwhile), plus `extra`.
+/// every daemon started meanwhile) and without the session bus (a daemon under test must not keep its cache key
+/// in the developer's own keyring), plus `extra`.
 public func childEnvironment(_ extra: [String: String]) -> [String: String] {
     let serviceManagerVariables = [
         "NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID",
-        "JOURNAL_STREAM",
+        "JOURNAL_STREAM", "DBUS_SESSION_BUS_ADDRESS",
     ]
     var environment = ProcessInfo.processInfo.environment
     for name in serviceManagerVariables { environment[name] = nil }

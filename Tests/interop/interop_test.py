@@ -197,19 +197,27 @@ def run_suite(description: str, prefix: str, scrub: tuple[str, ...],
 class Daemon:
     """tokenbrokerd in the temporary directory, trusting the provider's certificate."""
 
-    def __init__(self, binaries: Path, directory: Path, certificate: Path, bus: bool = False) -> None:
+    def __init__(self, binaries: Path, directory: Path, certificate: Path, bus: bool = False,
+                 extra: dict[str, str] | None = None, wait: bool = True) -> None:
         """`bus`: join the session bus of $DBUS_SESSION_BUS_ADDRESS (the Broker1 test's private one); never the
-        user's own."""
+        user's own. `extra`: more environment. `wait`: return only once it answers."""
         self.socket = directory / "run" / "tokenbroker" / "broker.sock"
         self.socket.parent.parent.mkdir(mode=0o700, exist_ok=True)
         self.log = open(directory / "daemon.log", "ab")  # a restarted daemon adds to the first one's log
         self.cli_binary = binaries / "tokenbroker"
-        self.environment = {k: v for k, v in os.environ.items() if not k.startswith(("TOKENBROKER_", "XDG_"))}
-        self.environment.update({"HOME": str(directory), "TOKENBROKER_SOCKET": str(self.socket)})
+        # Without a session bus unless asked for: the daemon keeps its cache key on the bus's keyring, and must
+        # never use the developer's own.
+        self.environment = {k: v for k, v in os.environ.items()
+                            if not k.startswith(("TOKENBROKER_", "XDG_")) and (bus or k != "DBUS_SESSION_BUS_ADDRESS")}
+        self.environment.update({"HOME": str(directory), "TOKENBROKER_SOCKET": str(self.socket)}, **(extra or {}))
         self.process = subprocess.Popen(
             [str(binaries / "tokenbrokerd"), "--socket", str(self.socket), "--state-directory",
              str(directory / "state"), "--entra-host", "127.0.0.1", "--idp-ca-file", str(certificate), *([] if bus else ["--no-bus"])],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=self.environment)
+        if wait:
+            self.wait_until_answering()
+
+    def wait_until_answering(self) -> None:
         deadline = time.monotonic() + 30
         while True:
             try:

@@ -37,20 +37,25 @@ public enum KeyFile {
 
     /// Creates a new random key at `url` (and its 0700 directory); fails if the file already exists.
     public static func create(_ url: URL) throws -> KeyMemory {
-        try Directories.ensurePrivateDirectory(url.deletingLastPathComponent())
         let key = try KeyMemory.random()
+        try write(key, to: url)
+        return key
+    }
+
+    /// Writes `key` to a new file at `url` (and its 0700 directory), synced; fails if the file already exists.
+    static func write(_ key: KeyMemory, to url: URL) throws {
+        try Directories.ensurePrivateDirectory(url.deletingLastPathComponent())
         let fd = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else {
             throw CacheError(.io, "cannot create the cache key \(url.path): \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }
-        let written = key.withUnsafeBytes { bytes in write(fd, bytes.baseAddress, bytes.count) }
+        let written = key.withUnsafeBytes { bytes in Glibc.write(fd, bytes.baseAddress, bytes.count) }
         guard written == KeyMemory.length, fsync(fd) == 0 else {
             unlink(url.path)
             throw CacheError(.io, "cannot write the cache key \(url.path): \(String(cString: strerror(errno)))")
         }
         try Directories.syncDirectory(url.deletingLastPathComponent())
-        return key
     }
 }
 

@@ -55,6 +55,26 @@ public final class KeyMemory: @unchecked Sendable {
         return total == Self.length ? memory : nil
     }
 
+    /// A key whose bytes `fill` writes straight into the page (a store's C call); nil when `fill` says there is none.
+    ///
+    /// What `fill` wrote is wiped with the page when it throws or returns false.
+    static func filled(_ fill: (UnsafeMutableRawBufferPointer) throws -> Bool) throws -> KeyMemory? {
+        let memory = try KeyMemory()
+        guard try fill(UnsafeMutableRawBufferPointer(start: memory.page, count: Self.length)) else { return nil }
+        return memory
+    }
+
+    /// Whether `other` holds the same bytes, compared in constant time.
+    func matches(_ other: KeyMemory) -> Bool {
+        var difference: UInt8 = 0
+        for index in 0..<Self.length {
+            difference |=
+                page.load(fromByteOffset: index, as: UInt8.self)
+                ^ other.page.load(fromByteOffset: index, as: UInt8.self)
+        }
+        return difference == 0
+    }
+
     /// A fresh random key (drawn by swift-crypto, whose copy is wiped as it is released).
     static func random() throws -> KeyMemory {
         try KeyMemory(SymmetricKey(size: .bits256))

@@ -83,12 +83,18 @@ public struct ErrorCode: Sendable, Hashable, Codable, CustomStringConvertible {
     ///
     /// Retry: under systemd the next connection starts the broker again.
     public static let brokerStopping = ErrorCode("broker_stopping")
+    /// The cache's key cannot be had now (the keyring locked, the TPM unreachable, the passphrase not given):
+    /// nothing sealed is served; the message says what to do.
+    ///
+    /// Retry after the user acted (`tokenbroker unlock`, unlocking the keyring); nothing was lost.
+    public static let cacheLocked = ErrorCode("cache_locked")
 
     /// Every code this version of the protocol defines, with its JSON-RPC number.
     public static let all: [ErrorCode] = [
         .parseError, .invalidRequest, .methodNotFound, .invalidParams, .internalError, .interactionRequired,
         .noAccount, .userCanceled, .serverError, .unauthorizedClient, .brokerBusy, .frameTooLarge, .timeout,
         .permissionDenied, .unsupportedProtocolVersion, .invalidCache, .throttled, .brokerStopping,
+        .cacheLocked,
     ]
 
     /// The JSON-RPC `error.code` that goes with this code: the standard -327xx/-326xx numbers for the
@@ -113,6 +119,7 @@ public struct ErrorCode: Sendable, Hashable, Codable, CustomStringConvertible {
         case "invalid_cache": -32010
         case "throttled": -32011
         case "broker_stopping": -32012
+        case "cache_locked": -32013
         default: -32603
         }
     }

@@ -182,12 +182,34 @@ public enum Methods {
         public static var name: MethodName { .discardAccessToken }
     }
 
+    /// `getKeyStatus`: where the cache key is kept, and why the cache is locked.
+    public enum GetKeyStatus: BrokerMethod {
+        public typealias Params = GetKeyStatusParams
+        public typealias Result = KeyStoreStatus
+        public static var name: MethodName { .getKeyStatus }
+        public static var answersFromMemory: Bool { true }
+    }
+
+    /// `unlockCache`: opens a cache locked by a passphrase or a locked keyring.
+    public enum UnlockCache: BrokerMethod {
+        public typealias Params = UnlockCacheParams
+        public typealias Result = KeyStoreStatus
+        public static var name: MethodName { .unlockCache }
+    }
+
+    /// `moveCacheKey`: keeps the cache key in another store.
+    public enum MoveCacheKey: BrokerMethod {
+        public typealias Params = MoveCacheKeyParams
+        public typealias Result = KeyStoreStatus
+        public static var name: MethodName { .moveCacheKey }
+    }
+
     /// Every method, in the order `getLinuxBrokerVersion` lists them.
     public static let all: [any BrokerMethod.Type] = [
         GetLinuxBrokerVersion.self, GetAccounts.self, GetAccount.self, AcquireTokenSilently.self,
         AcquireTokenInteractively.self, CompleteInteractiveFlow.self, CancelInteractiveFlow.self, RemoveAccount.self,
         ImportCache.self, ExportCache.self, GetStatus.self, CreateGrant.self, ListGrants.self, RevokeGrant.self,
-        DiscardAccessToken.self,
+        DiscardAccessToken.self, GetKeyStatus.self, UnlockCache.self, MoveCacheKey.self,
     ]
 
     /// The method of a wire name.
@@ -257,3 +279,15 @@ package struct ParamField: Sendable, Hashable, CustomStringConvertible {
 
     package var description: String { path }
 }
+
+extension GetKeyStatusParams: CorrelatedParams {
+    /// No params needed.
+    public static var whenOmitted: GetKeyStatusParams? { GetKeyStatusParams() }
+}
+
+extension UnlockCacheParams: CorrelatedParams {
+    /// No params: try a locked keyring again.
+    public static var whenOmitted: UnlockCacheParams? { UnlockCacheParams() }
+}
+
+extension MoveCacheKeyParams: CorrelatedParams {}

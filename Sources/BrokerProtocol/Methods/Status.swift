@@ -39,6 +39,8 @@ public struct StatusResult: Sendable, Hashable, Codable {
     public var store: StoreHealth?
     /// The Broker1 front end on the session bus (absent from older brokers).
     public var bus: BusStatus?
+    /// Where the cache key is kept, and whether the cache is locked (protocol 1.3; absent from older brokers).
+    public var keyStore: KeyStoreStatus?
 
     /// Creates the result.
     public init(
@@ -55,7 +57,8 @@ public struct StatusResult: Sendable, Hashable, Codable {
         requests: RequestCounts,
         recentErrors: [RecentError],
         store: StoreHealth? = nil,
-        bus: BusStatus? = nil
+        bus: BusStatus? = nil,
+        keyStore: KeyStoreStatus? = nil
     ) {
         self.version = version
         self.protocolVersion = protocolVersion
@@ -71,6 +74,7 @@ public struct StatusResult: Sendable, Hashable, Codable {
         self.recentErrors = recentErrors
         self.store = store
         self.bus = bus
+        self.keyStore = keyStore
     }
 
     /// Whether the broker answers Microsoft's Broker1 interface on the user's session bus.

@@ -1,0 +1,265 @@
+public import BrokerProtocol
+public import BrokerTime
+import Dispatch
+import Foundation
+public import Logging
+import Synchronization
+
+/// The cache behind its key: open, or locked while its key store cannot give the key.
+///
+/// Locked, the broker starts and answers, serves nothing sealed, and says why; it tries the store again at a
+/// request (at most every ``retryInterval``), and at `tokenbroker unlock`. Nothing is deleted or made anew.
+public final class CacheVault: Sendable {
+    private enum State {
+        case open(TokenCache, KeyRecord?, KeyMemory?)
+        case locked(KeyUnavailable)
+    }
+
+    /// How often a locked keyring or an unreachable TPM is tried again, at most.
+    public static let retryInterval: Duration = .seconds(1)
+    private let state: Mutex<State>
+    private let keys: KeyVault?
+    private let logger: Logger
+    private let clock: any BrokerClock
+    /// Calls into the key stores block (a bus round trip, the TPM, Argon2id): one at a time, on a thread of their
+    /// own.
+    private let queue = DispatchQueue(label: "tokenbroker.key-stores")
+    private let attempts = Mutex<Attempts>(Attempts())
+
+    private struct Attempts {
+        var lastTry: Duration?
+        var wrongPassphrases = 0
+        var nextPassphraseAt: Duration = .zero
+        var running: Task<Bool, Never>?
+    }
+
+    /// A vault around a cache already open (tests, and caches without a key).
+    public init(
+        opened cache: TokenCache,
+        logger: Logger = Logger(label: "tokenbroker"),
+        clock: any BrokerClock = .system
+    ) {
+        state = Mutex(.open(cache, nil, nil))
+        keys = nil
+        self.logger = logger
+        self.clock = clock
+    }
+
+    /// A vault over `keys`, locked until ``open(passphrase:)`` finds the key.
+    public init(keys: KeyVault, logger: Logger, clock: any BrokerClock = .system) {
+        state = Mutex(
+            .locked(KeyUnavailable(store: nil, problem: .locked("the cache is being opened"), hint: "wait a moment"))
+        )
+        self.keys = keys
+        self.logger = logger
+        self.clock = clock
+    }
+
+    /// The cache, when it is open.
+    public var cache: TokenCache? {
+        state.withLock { state in
+            guard case .open(let cache, _, _) = state else { return nil }
+            return cache
+        }
+    }
+
+    /// Why the cache is locked; nil when it is open.
+    public var lock: KeyUnavailable? {
+        state.withLock { state in
+            guard case .locked(let reason) = state else { return nil }
+            return reason
+        }
+    }
+
+    /// What status shows: where the key is, what that protects against, and why the cache is locked.
+    public var status: KeyStoreStatus {
+        let order = (keys?.order ?? []).map(\.rawValue)
+        return state.withLock { state in
+            switch state {
+            case .open(_, let record, _):
+                guard let record else {
+                    return KeyStoreStatus(store: nil, protection: "held in memory only", order: order)
+                }
+                return KeyStoreStatus(
+                    store: record.store.rawValue,
+                    protection: record.store.protection,
+                    chosen: record.chosen,
+                    order: order,
+                    warning: record.store.warning
+                )
+            case .locked(let reason):
+                return KeyStoreStatus(
+                    store: reason.store?.rawValue,
+                    protection: reason.store?.protection,
+                    order: order,
+                    locked: true,
+                    problem: reason.problem.description,
+                    hint: reason.hint
+                )
+            }
+        }
+    }
+
+    /// Finds the key and opens the cache; true when this call opened it.
+    ///
+    /// Logs what happened, and the warning of a plain key file.
+    @discardableResult
+    public func open(passphrase: Passphrase? = nil) async -> Bool {
+        guard let keys, cache == nil else { return false }
+        attempts.withLock { $0.lastTry = clock.elapsed }
+        let opened: KeyVault.Opened
+        do {
+            opened = try await onQueue { () throws(KeyUnavailable) in try keys.open(passphrase: passphrase) }
+        } catch {
+            lockAndSay(error)
+            return false
+        }
+        for note in opened.notes { logger.notice("cache key: \(note)") }
+        do {
+            let cache = try await keys.location.openCache(
+                key: opened.key,
+                keyIsNew: opened.isNew,
+                logger: logger,
+                clock: clock
+            )
+            state.withLock { $0 = .open(cache, opened.record, opened.key) }
+        } catch {
+            lockAndSay(
+                KeyUnavailable(
+                    store: opened.record.store,
+                    problem: .failed(String(describing: error)),
+                    hint: "see the journal; nothing was changed"
+                )
+            )
+            return false
+        }
+        attempts.withLock { $0.wrongPassphrases = 0 }
+        let store = opened.record.store
+        logger.notice("cache open", metadata: ["key_store": "\(store.rawValue)", "protection": "\(store.protection)"])
+        if let warning = store.warning { logger.warning("\(warning)") }
+        return true
+    }
+
+    /// Tries the store again when the cache is locked by one that may have come back (a keyring unlocked, a TPM
+    /// reachable again) and the last try is ``retryInterval`` old; true when the cache opened.
+    ///
+    /// Callers at the same time share one try.
+    public func retryIfDue() async -> Bool {
+        guard let lock, lock.store != .passphrase, lock.retryAfter == nil else { return false }
+        let task = attempts.withLock { attempts -> Task<Bool, Never>? in
+            if let running = attempts.running { return running }
+            let now = clock.elapsed
+            if let last = attempts.lastTry, now - last < Self.retryInterval { return nil }
+            let task = Task { await self.open() }
+            attempts.running = task
+            return task
+        }
+        guard let task else { return false }
+        let opened = await task.value
+        attempts.withLock { $0.running = nil }
+        return opened
+    }
+
+    /// `tokenbroker unlock`: opens a cache locked by a passphrase with `passphrase`, or asks the keyring to unlock
+    /// (its own prompt, on a desktop) and tries again; true when this call opened it.
+    ///
+    /// Wrong passphrases are refused with a growing wait (1, 2, 4 … 300 s), during which none is tried.
+    public func unlock(passphrase: Passphrase?) async throws(KeyUnavailable) -> Bool {
+        guard let lock else { return false }
+        if lock.store == .passphrase || passphrase != nil {
+            guard let passphrase else {
+                throw KeyUnavailable(store: .passphrase, problem: lock.problem, hint: "give the passphrase")
+            }
+            let wait = attempts.withLock { attempts in attempts.nextPassphraseAt - clock.elapsed }
+            if wait > .zero {
+                throw KeyUnavailable(
+                    store: .passphrase,
+                    problem: .wrongPassphrase,
+                    hint: "wait before trying again",
+                    retryAfter: Int(wait.components.seconds) + 1
+                )
+            }
+            if await open(passphrase: passphrase) { return true }
+            if case .wrongPassphrase = self.lock?.problem {
+                let delay = attempts.withLock { attempts in
+                    attempts.wrongPassphrases += 1
+                    let delay = Duration.seconds(min(1 << min(attempts.wrongPassphrases - 1, 9), 300))
+                    attempts.nextPassphraseAt = clock.elapsed + delay
+                    return delay
+                }
+                logger.warning(
+                    "a wrong passphrase was given for the cache key",
+                    metadata: ["next_try_in": "\(delay.components.seconds)s"]
+                )
+            }
+            throw self.lock ?? KeyUnavailable(store: .passphrase, problem: .locked("locked"), hint: "try again")
+        }
+        if lock.store == .secretService {
+            if let problem = await onQueue({ SecretServiceKeyStore().unlock() }) {
+                logger.info("the keyring did not unlock: \(problem)")
+            }
+        }
+        if await open() { return true }
+        throw self.lock ?? lock
+    }
+
+    /// `tokenbroker key move --to kind`: moves the key of the open cache there (with `passphrase` for the
+    /// passphrase store), marked as the user's choice; the status after it.
+    public func move(to kind: KeyStoreKind, passphrase: Passphrase?) async throws(KeyUnavailable) -> KeyStoreStatus {
+        guard let keys else {
+            throw KeyUnavailable(store: nil, problem: .failed("this cache has no key store"), hint: "nothing to move")
+        }
+        let (cache, record, key) = try state.withLock {
+            state throws(KeyUnavailable) -> (TokenCache, KeyRecord?, KeyMemory?) in
+            switch state {
+            case .open(let cache, let record, let key): return (cache, record, key)
+            case .locked(let reason): throw reason
+            }
+        }
+        guard let record, let key else {
+            throw KeyUnavailable(store: nil, problem: .failed("this cache has no key record"), hint: "restart")
+        }
+        let moved: KeyRecord
+        do {
+            moved = try await onQueue { () throws(KeyStoreProblem) in
+                try keys.move(key, from: record, to: kind, passphrase: passphrase, chosen: true)
+            }
+        } catch {
+            throw KeyUnavailable(store: kind, problem: error, hint: KeyVault.hint(for: kind, error))
+        }
+        state.withLock { $0 = .open(cache, moved, key) }
+        logger.notice(
+            "the cache key moved",
+            metadata: [
+                "from": "\(record.store.rawValue)", "to": "\(kind.rawValue)", "protection": "\(kind.protection)",
+            ]
+        )
+        if let warning = kind.warning { logger.warning("\(warning)") }
+        return status
+    }
+
+    private func lockAndSay(_ reason: KeyUnavailable) {
+        let changed = state.withLock { state -> Bool in
+            if case .locked(let old) = state, old.description == reason.description { return false }
+            state = .locked(reason)
+            return true
+        }
+        if changed {
+            logger.warning(
+                "the cache is locked: \(reason.problem)",
+                metadata: ["key_store": "\(reason.store?.rawValue ?? "none")", "hint": "\(reason.hint)"]
+            )
+        }
+    }
+
+    /// `body`'s value, computed on the key stores' thread.
+    private func onQueue<Value: Sendable, Failure: Error>(
+        _ body: @escaping @Sendable () throws(Failure) -> Value
+    ) async throws(Failure) -> Value {
+        let result = await withCheckedContinuation {
+            (continuation: CheckedContinuation<Result<Value, Failure>, Never>) in
+            queue.async { continuation.resume(returning: Result { () throws(Failure) in try body() }) }
+        }
+        return try result.get()
+    }
+}

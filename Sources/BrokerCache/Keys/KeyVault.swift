@@ -1,0 +1,295 @@
+import Foundation
+
+/// Why the cache key cannot be had now: the cache stays locked and serves nothing sealed.
+///
+/// Nothing is deleted, overwritten or made anew while it lasts.
+public struct KeyUnavailable: Error, Sendable, CustomStringConvertible {
+    /// The store that keeps (or was to keep) the key; nil when none is known.
+    public var store: KeyStoreKind?
+    /// What the store said.
+    public var problem: KeyStoreProblem
+    /// What the user can do about it.
+    public var hint: String
+    /// Seconds to wait before the next passphrase is tried (after wrong ones).
+    public var retryAfter: Int?
+
+    /// Creates one.
+    public init(store: KeyStoreKind?, problem: KeyStoreProblem, hint: String, retryAfter: Int? = nil) {
+        self.store = store
+        self.problem = problem
+        self.hint = hint
+        self.retryAfter = retryAfter
+    }
+
+    /// The problem and the hint.
+    public var description: String {
+        "\(problem); \(hint)"
+    }
+}
+
+/// The cache's data key: which store keeps it, finding it at start, and moving it between stores without loss.
+///
+/// Every call blocks (the bus, the TPM, Argon2id): ``CacheVault`` makes them one at a time on a thread of its own.
+public final class KeyVault: Sendable {
+    /// The steps of a move, in order; a `kill -9` between any two leaves a cache that opens with all its tokens.
+    public enum MoveStep: String, Sendable, CaseIterable {
+        /// The new store keeps the key.
+        case saved
+        /// The key read back from the new store is the same.
+        case verified
+        /// The record names the new store (durably): from here on the key is found there.
+        case recorded
+        /// What the old store kept (the key file, the keyring's item) is removed.
+        case discarded
+    }
+
+    /// The state directory's files.
+    public let location: CacheLocation
+    /// The stores a new key is offered to, in order.
+    public let order: [KeyStoreKind]
+    private let stores: [KeyStoreKind: any KeyStore]
+    private let afterStep: @Sendable (MoveStep) -> Void
+
+    /// A vault over `location`'s files trying `order`; `environment` names the TPM's TCTI
+    /// (`TOKENBROKER_TPM_TCTI`); `afterStep` runs after each step of a move (a test kills the daemon there).
+    public init(
+        location: CacheLocation,
+        order: [KeyStoreKind] = KeyStoreKind.defaultOrder,
+        environment: [String: String] = [:],
+        afterStep: @escaping @Sendable (MoveStep) -> Void = { _ in }
+    ) {
+        self.location = location
+        self.order = order.isEmpty ? KeyStoreKind.defaultOrder : order
+        stores = [
+            .secretService: SecretServiceKeyStore(),
+            .tpm: TPMKeyStore(tcti: TPMKeyStore.tcti(environment: environment)),
+            .passphrase: PassphraseKeyStore(),
+            .file: FileKeyStore(url: location.keyURL),
+        ]
+        self.afterStep = afterStep
+    }
+
+    /// The key, and where it is kept.
+    public struct Opened: Sendable {
+        /// The data key.
+        public let key: KeyMemory
+        /// Where it is kept now.
+        public let record: KeyRecord
+        /// What happened on the way, for the journal: a new key, a move, a move that could not be made.
+        public let notes: [String]
+        /// Whether the key was made just now (for a cache without data).
+        public var isNew = false
+    }
+
+    /// Finds the key: where the record says, else in a plain key file from before records (0.4 and earlier);
+    /// for a cache without data, makes one and gives it to the first store in the order that takes it.
+    ///
+    /// A plain key file the user did not choose moves to the first better store that takes it.
+    public func open(passphrase: Passphrase?) throws(KeyUnavailable) -> Opened {
+        let record: KeyRecord?
+        do {
+            record = try KeyRecord.read(location.keyRecordURL)
+        } catch {
+            throw KeyUnavailable(
+                store: nil,
+                problem: .failed(String(describing: error)),
+                hint: "restore \(location.keyRecordURL.path) from a backup"
+            )
+        }
+        if let record { return try openRecorded(record, passphrase: passphrase) }
+        if let key = try loadLegacyFile() {
+            return settle(key, in: KeyRecord(store: .file, cacheID: KeyRecord.newCacheID(), chosen: false))
+        }
+        guard !SQLiteTokenStore.holdsData(at: location.databaseURL) else {
+            throw KeyUnavailable(
+                store: nil,
+                problem: .failed(
+                    "the cache key is missing, and the database \(location.databaseURL.path) holds tokens"
+                ),
+                hint: "restore \(location.keyRecordURL.lastPathComponent) or \(location.keyURL.lastPathComponent) "
+                    + "from a backup, or move the db directory away to start empty"
+            )
+        }
+        return try create(passphrase: passphrase)
+    }
+
+    /// Moves `key` from where `record` says to `kind`; the returned record names the new place.
+    ///
+    /// Moving to where it already is re-wraps it (a new passphrase) or only marks the store as chosen.
+    public func move(
+        _ key: KeyMemory,
+        from record: KeyRecord,
+        to kind: KeyStoreKind,
+        passphrase: Passphrase?,
+        chosen: Bool
+    ) throws(KeyStoreProblem) -> KeyRecord {
+        var moved = KeyRecord(store: kind, cacheID: record.cacheID, chosen: chosen)
+        let store = store(kind)
+        try store.save(key, into: &moved, passphrase: passphrase)
+        afterStep(.saved)
+        guard try store.load(moved, passphrase: passphrase).matches(key) else {
+            throw .failed("the \(kind.rawValue) store gave back another key than it was given")
+        }
+        afterStep(.verified)
+        if record.store != kind, record.store == .file || record.store == .secretService {
+            moved.previous = record.store
+        }
+        try write(moved)
+        afterStep(.recorded)
+        return discardPrevious(moved, cacheID: record.cacheID)
+    }
+
+    private func store(_ kind: KeyStoreKind) -> any KeyStore {
+        stores[kind] ?? FileKeyStore(url: location.keyURL)
+    }
+
+    private func openRecorded(_ record: KeyRecord, passphrase: Passphrase?) throws(KeyUnavailable) -> Opened {
+        let key: KeyMemory
+        do {
+            key = try store(record.store).load(record, passphrase: passphrase)
+        } catch {
+            throw KeyUnavailable(store: record.store, problem: error, hint: Self.hint(for: record.store, error))
+        }
+        var record = record
+        var notes: [String] = []
+        if record.previous != nil { record = discardPrevious(record, cacheID: record.cacheID) }
+        if record.store != .file { notes += removeStrayKeyFile(matching: key) }
+        return settle(key, in: record, notes: notes)
+    }
+
+    /// A plain key file the user did not choose moves to the first better store that takes it; else the record
+    /// is written as it is.
+    private func settle(_ key: KeyMemory, in record: KeyRecord, notes: [String] = []) -> Opened {
+        var notes = notes
+        guard record.store == .file, !record.chosen else { return Opened(key: key, record: record, notes: notes) }
+        for kind in order.prefix(while: { $0 != .file }) where kind != .passphrase {
+            do {
+                let moved = try move(key, from: record, to: kind, passphrase: nil, chosen: false)
+                notes.append("the cache key moved from the plain key file to the \(kind.rawValue) store")
+                return Opened(key: key, record: moved, notes: notes)
+            } catch .unavailable(let reason) {
+                notes.append("\(kind.rawValue) store not available: \(reason)")
+            } catch {
+                notes.append("the cache key stays in the plain key file for now: \(kind.rawValue): \(error)")
+                break
+            }
+        }
+        if (try? KeyRecord.read(location.keyRecordURL)) != record {
+            do {
+                try write(record)
+            } catch {
+                notes.append("cannot write the key record: \(error)")
+            }
+        }
+        return Opened(key: key, record: record, notes: notes)
+    }
+
+    /// A new key for a cache without data, kept by the first store in the order that takes it.
+    private func create(passphrase: Passphrase?) throws(KeyUnavailable) -> Opened {
+        let key: KeyMemory
+        do {
+            key = try KeyMemory.random()
+        } catch {
+            throw KeyUnavailable(store: nil, problem: .failed("\(error)"), hint: "see the journal")
+        }
+        let cacheID = KeyRecord.newCacheID()
+        var passed: [String] = []
+        for kind in order {
+            var record = KeyRecord(store: kind, cacheID: cacheID, chosen: false)
+            do throws(KeyStoreProblem) {
+                let store = store(kind)
+                try store.save(key, into: &record, passphrase: passphrase)
+                guard try store.load(record, passphrase: passphrase).matches(key) else {
+                    throw KeyStoreProblem.failed("the \(kind.rawValue) store gave back another key than it was given")
+                }
+                try write(record)
+                return Opened(
+                    key: key,
+                    record: record,
+                    notes: passed + ["a new cache key, kept by the \(kind.rawValue) store"],
+                    isNew: true
+                )
+            } catch .unavailable(let reason) {
+                passed.append("\(kind.rawValue) store not available: \(reason)")
+            } catch {
+                throw KeyUnavailable(store: kind, problem: error, hint: Self.hint(for: kind, error))
+            }
+        }
+        throw KeyUnavailable(
+            store: nil,
+            problem: .unavailable(
+                "none of the key stores (\(order.map(\.rawValue).joined(separator: ", "))) is here: "
+                    + passed.joined(separator: "; ")
+            ),
+            hint: "add file to keyStores in tokenbrokerd.conf to accept a plain key file"
+        )
+    }
+
+    /// The key in a plain key file with no record beside it (every cache of 0.4 and earlier).
+    private func loadLegacyFile() throws(KeyUnavailable) -> KeyMemory? {
+        do {
+            return try KeyFile.load(location.keyURL)
+        } catch {
+            throw KeyUnavailable(
+                store: .file,
+                problem: .failed(String(describing: error)),
+                hint: "fix the file, then restart"
+            )
+        }
+    }
+
+    /// Removes what the store the key moved from kept; the record keeps naming it when that fails (next start).
+    private func discardPrevious(_ record: KeyRecord, cacheID: String) -> KeyRecord {
+        guard let previous = record.previous else { return record }
+        var done = record
+        done.previous = nil
+        do {
+            var old = KeyRecord(store: previous, cacheID: cacheID, chosen: false)
+            old.previous = nil
+            try store(previous).discard(old)
+            try write(done)
+        } catch {
+            return record
+        }
+        afterStep(.discarded)
+        return done
+    }
+
+    /// A plain key file left by a move that was cut short: removed when it holds the same key.
+    private func removeStrayKeyFile(matching key: KeyMemory) -> [String] {
+        guard let stray = try? KeyFile.load(location.keyURL) else { return [] }
+        guard stray.matches(key) else {
+            return ["\(location.keyURL.path) holds another key than the cache's: left in place"]
+        }
+        do {
+            try FileKeyStore(url: location.keyURL).discard(KeyRecord(store: .file, cacheID: "", chosen: false))
+            return ["removed \(location.keyURL.path), left by a key move that was cut short"]
+        } catch {
+            return ["cannot remove \(location.keyURL.path): \(error)"]
+        }
+    }
+
+    private func write(_ record: KeyRecord) throws(KeyStoreProblem) {
+        do {
+            try record.write(to: location.keyRecordURL)
+        } catch {
+            throw .failed(String(describing: error))
+        }
+    }
+
+    /// What to do when `kind` gave `problem`.
+    static func hint(for kind: KeyStoreKind, _ problem: KeyStoreProblem) -> String {
+        switch (kind, problem) {
+        case (.passphrase, .wrongPassphrase): "try again: tokenbroker unlock"
+        case (.passphrase, _): "run: tokenbroker unlock"
+        case (.secretService, .locked):
+            "unlock the keyring (log in to the desktop, or run tokenbroker unlock to get its prompt); "
+                + "the broker tries again at the next request"
+        case (.secretService, _):
+            "start the keyring (gnome-keyring-daemon, KWallet, KeePassXC) on the session bus; "
+                + "the broker tries again at the next request"
+        case (.tpm, _): "make the TPM reachable again (the broker tries again at the next request)"
+        case (.file, _): "restore the key file, then restart"
+        }
+    }
+}

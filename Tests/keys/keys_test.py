@@ -1,0 +1,410 @@
+#!/usr/bin/env python3
+"""The cache key where Linux keeps secrets: the keyring, the TPM, a passphrase; moves without loss.
+
+Usage (through Tests/keys/run.sh, which gives it a network namespace of its own):
+
+    python3 Tests/keys/keys_test.py --bin .build/debug [--keep]
+
+What it starts, all for real: tokenbroker-test-idp with TLS on 127.0.0.1:443 and a real sign-in through it; a
+private dbus-daemon with gnome-keyring-daemon (unlocked with its password on stdin); two software TPMs (swtpm,
+reached through tpm2-tss's swtpm TCTI); tokenbrokerd, started, stopped, killed and started again on copies of one
+state directory. The test reads the key and the tokens only to look for their bytes in the state directory; it
+never prints them.
+
+Each check prints `ok` or `FAIL` with the reason; the exit status is 1 when any failed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "interop"))
+sys.path.insert(0, str(HERE.parent / "broker1"))
+from broker1_test import SYSTEM_PYTHON, Bus, Keyring  # noqa: E402
+from interop_test import MSAL_APP, GRACE, Checks, Daemon, Provider, expect, run_suite, wait_for  # noqa: E402
+
+PASSPHRASE = "correct horse battery staple"
+KEYRING_PASSWORD = "keyring-password"  # what broker1_test's Keyring unlocks the login collection with
+STEPS = ["saved", "verified", "recorded", "discarded"]
+
+
+class SoftwareTPM:
+    """swtpm with a TPM 2.0 of its own, on a loopback port; `tcti` is the tpm2-tss configuration to reach it."""
+
+    def __init__(self, directory: Path) -> None:
+        self.state = directory
+        self.state.mkdir()
+        # tpm2-tss's swtpm TCTI sends commands to `port` and control messages to the port after it.
+        self.port = free_port_pair()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    @property
+    def tcti(self) -> str:
+        return f"swtpm:host=127.0.0.1,port={self.port}"
+
+    def start(self) -> None:
+        control = self.port + 1
+        self.process = subprocess.Popen(
+            ["swtpm", "socket", "--tpm2", "--tpmstate", f"dir={self.state}",
+             "--server", f"type=tcp,port={self.port},bindaddr=127.0.0.1",
+             "--ctrl", f"type=tcp,port={control},bindaddr=127.0.0.1", "--flags", "not-need-init,startup-clear"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for("swtpm listening", lambda: connectable(self.port) or self.process.poll() is not None, 10)
+        expect(self.process.poll() is None, "swtpm exited")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+def free_port_pair() -> int:
+    """A free port whose successor is free too."""
+    for _ in range(100):
+        with socket.socket() as first, socket.socket() as second:
+            first.bind(("127.0.0.1", 0))
+            port = int(first.getsockname()[1])
+            try:
+                second.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no two free ports in a row")
+
+
+def connectable(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class KeysTest(Checks):
+    def __init__(self, binaries: Path, directory: Path) -> None:
+        super().__init__()
+        self.binaries = binaries
+        self.directory = directory
+        self.provider = Provider(binaries / "tokenbroker-test-idp", directory)
+        self.browser = self.provider.browser_script(directory / "browser.sh", GRACE)
+        self.bus = Bus(directory)
+        self.keyring = Keyring(directory, self.bus)
+        self.tpm = SoftwareTPM(directory / "tpm-a")
+        self.other_tpm = SoftwareTPM(directory / "tpm-b")
+        self.daemons: list[Daemon] = []
+        self.runs = 0
+        self.tokens: list[str] = []  # the secrets of the signed-in cache, to look for on disk and to find again
+        self.pristine = directory / "pristine"  # a state directory from before key stores: a plain key file
+
+    # -- helpers ---------------------------------------------------------------------------------------------------
+
+    def place(self, name: str, state: Path | None = None) -> Path:
+        """A new directory for one daemon's run; its state a copy of `state`, if given."""
+        self.runs += 1
+        place = self.directory / f"run-{self.runs:02d}-{name}"
+        place.mkdir(mode=0o700)
+        if state is not None:
+            shutil.copytree(state, place / "state", symlinks=True)
+        return place
+
+    def start(self, place: Path, *, tpm: SoftwareTPM | None = None, keyring: bool = False,
+              stores: str | None = None, extra: dict[str, str] | None = None, wait: bool = True) -> Daemon:
+        for earlier in self.daemons:  # one left running by a failed check must not hold this state directory
+            if earlier.socket.parent.parent.parent == place and earlier.process.poll() is None:
+                earlier.process.kill()
+                earlier.process.wait(10)
+        environment = {"TOKENBROKER_TPM_TCTI": tpm.tcti if tpm else "device:/nonexistent"}
+        if keyring:
+            environment["DBUS_SESSION_BUS_ADDRESS"] = self.bus.address
+        if stores:
+            config = place / ".config" / "tokenbroker"
+            config.mkdir(parents=True, exist_ok=True)
+            (config / "tokenbrokerd.conf").write_text(f"key-stores = {stores}\n")
+        daemon = Daemon(self.binaries, place, self.provider.certificate, extra={**environment, **(extra or {})},
+                        wait=wait)
+        self.daemons.append(daemon)
+        return daemon
+
+    @staticmethod
+    def key_status(daemon: Daemon) -> dict[str, Any]:
+        result = daemon.cli("key", "status", "--json")
+        expect(result.returncode == 0, f"key status failed ({result.returncode}): {result.stderr.strip()[-300:]}")
+        return dict(json.loads(result.stdout))
+
+    def token(self, daemon: Daemon) -> subprocess.CompletedProcess[str]:
+        return daemon.cli("token", "--client-id", MSAL_APP, "--authority", self.provider.authority,
+                          "--scope", "https://graph.microsoft.com/User.Read")
+
+    def exported_secrets(self, daemon: Daemon) -> list[str]:
+        """Every secret of the cache, through `tokenbroker export` (never printed)."""
+        out = daemon.socket.parent.parent / "export.json"
+        out.unlink(missing_ok=True)
+        result = daemon.cli("export", "--output", str(out))
+        expect(result.returncode == 0, f"export failed ({result.returncode}): {result.stderr.strip()[-300:]}")
+        document = json.loads(out.read_text())
+        out.unlink()
+        return sorted(entry["secret"] for section in ("AccessToken", "RefreshToken", "IdToken")
+                      for entry in document.get(section, {}).values())
+
+    def expect_all_tokens(self, daemon: Daemon, where: str) -> None:
+        found = self.exported_secrets(daemon)
+        expect(found == self.tokens, f"{where}: {len(found)} secrets, expected the {len(self.tokens)} signed in")
+
+    def expect_nothing_in_clear(self, state: Path, key: bytes | None, extra: list[bytes] | None = None) -> None:
+        """No file the broker wrote holds the key (raw, base64 or hex) or a token's bytes."""
+        needles: list[tuple[str, bytes]] = [("a token", token.encode()) for token in self.tokens]
+        if key is not None:
+            needles += [("the key", key), ("the key", base64.b64encode(key)), ("the key", key.hex().encode())]
+        needles += [("a secret", value) for value in extra or []]
+        files = [path for path in state.rglob("*") if path.is_file()]
+        expect(files, "the state directory is empty")
+        for path in files:
+            data = path.read_bytes()
+            for what, needle in needles:
+                expect(needle not in data, f"{path.relative_to(state)} holds {what}")
+
+    @staticmethod
+    def record(state: Path) -> dict[str, Any] | None:
+        path = state / "key.json"
+        return dict(json.loads(path.read_text())) if path.exists() else None
+
+    def keyring_control(self, *arguments: str) -> str:
+        result = subprocess.run([SYSTEM_PYTHON, str(HERE / "keyring_control.py"), self.bus.address, *arguments],
+                                capture_output=True, text=True, timeout=60)
+        expect(result.returncode == 0, f"keyring_control {arguments[0]} failed: {result.stderr.strip()[-300:]}")
+        return result.stdout.strip()
+
+    # -- the checks ------------------------------------------------------------------------------------------------
+
+    def a_plain_key_file_cache_is_signed_in(self) -> None:
+        """The starting point: a cache as 0.4 left it (a plain key file, no record), with real tokens in it."""
+        place = self.place("legacy")
+        daemon = self.start(place, stores="file")
+        result = daemon.cli("login", "--client-id", MSAL_APP, "--authority", self.provider.authority, "--scope",
+                            "https://graph.microsoft.com/User.Read", "--webview", "custom", "--browser-command",
+                            str(self.browser))
+        expect(result.returncode == 0, f"login failed ({result.returncode}): {result.stderr.strip()[-300:]}")
+        self.tokens = self.exported_secrets(daemon)
+        expect(len(self.tokens) >= 3, f"only {len(self.tokens)} secrets after sign-in")
+        expect(daemon.stop() == 0, "the daemon did not exit 0")
+        state = place / "state"
+        (state / "key.json").unlink()  # as 0.4 left it: no record
+        expect((state / "cache.key").stat().st_size == 32, "no 32-byte key file")
+        shutil.copytree(state, self.pristine, symlinks=True)
+        (self.pristine / "lock").unlink(missing_ok=True)
+
+    def the_plain_key_file_is_said_as_a_warning(self) -> None:
+        daemon = self.start(self.place("warned", self.pristine), stores="file")
+        status = self.key_status(daemon)
+        expect(status["store"] == "file" and status.get("warning") and not status["locked"], f"status {status}")
+        shown = daemon.cli("status")
+        expect("WARNING" in shown.stdout, f"tokenbroker status does not warn: {shown.stdout[-400:]}")
+        expect(daemon.stop() == 0, "the daemon did not exit 0")
+        log = (daemon.socket.parent.parent.parent / "daemon.log").read_text()
+        expect("warning" in log and "plain file in the state directory" in log, "the journal does not warn")
+
+    def moves_to_the_keyring_and_serves(self) -> None:
+        key = (self.pristine / "cache.key").read_bytes()
+        place = self.place("keyring", self.pristine)
+        daemon = self.start(place, keyring=True)
+        status = self.key_status(daemon)
+        expect(status["store"] == "secret-service" and not status["locked"] and not status.get("warning"),
+               f"status {status}")
+        expect(not (place / "state" / "cache.key").exists(), "the key file is still there")
+        record = self.record(place / "state")
+        expect(record is not None and record["store"] == "secret-service", f"record {record}")
+        stored = base64.b64decode(self.keyring_control("read", record["cacheID"]))
+        expect(stored == key, "the keyring holds another key than the file held")
+        expect(self.token(daemon).returncode == 0, "no token served from the keyring's key")
+        self.expect_all_tokens(daemon, "after the move")
+        expect(daemon.stop() == 0, "the daemon did not exit 0")
+        self.expect_nothing_in_clear(place / "state", key)
+        self.keyring_place = place
+
+    def a_locked_keyring_locks_the_cache_until_unlocked(self) -> None:
+        place = self.keyring_place
+        self.keyring_control("lock")
+        try:
+            daemon = self.start(place, keyring=True)
+            status = self.key_status(daemon)
+            expect(status["locked"] and status["store"] == "secret-service" and "locked" in status["problem"],
+                   f"status {status}")
+            refused = self.token(daemon)
+            expect(refused.returncode == 76 and "locked" in refused.stderr,
+                   f"token answered {refused.returncode}: {refused.stderr.strip()[-300:]}")
+            expect(self.record(place / "state")["store"] == "secret-service", "the record changed while locked")
+            expect(not (place / "state" / "cache.key").exists(), "a key file was made while locked")
+        finally:
+            self.keyring_control("unlock", KEYRING_PASSWORD)
+        # `tokenbroker unlock` has the broker try the keyring again at once (a request would, within a second).
+        unlocked = daemon.cli("unlock")
+        expect(unlocked.returncode == 0, f"unlock: {unlocked.returncode}: {unlocked.stderr.strip()[-300:]}")
+        served = self.token(daemon)
+        expect(served.returncode == 0, f"token after unlocking: {served.returncode}: {served.stderr.strip()[-300:]}")
+        self.expect_all_tokens(daemon, "after unlocking")
+        expect(daemon.stop() == 0, "the daemon did not exit 0")
+
+    def without_the_keyring_the_cache_stays_locked_and_whole(self) -> None:
+        place = self.keyring_place
+        daemon = self.start(place)  # no session bus at all
+        status = self.key_status(daemon)
+        expect(status["locked"] and status["store"] == "secret-service", f"status {status}")
+        expect(self.token(daemon).returncode == 76, "a token was answered without the key")
+        expect(daemon.stop() == 0, "the daemon did not exit 0")
+        expect(not (place / "state" / "cache.key").exists(), "a key file was made without the keyring")
+        again = self.start(place, keyring=True)
+        self.expect_all_tokens(again, "back with the keyring")
+        expect(again.stop() == 0, "the daemon did not exit 0")
+
+    def moves_to_the_tpm_and_only_that_tpm_opens_it(self) -> None:
+        key = (self.pristine / "cache.key").read_bytes()
+        place = self.place("tpm", self.pristine)
+        daemon = self.start(place, tpm=self.tpm)
+        status = self.key_status(daemon)
+        expect(status["store"] == "tpm" and not status["locked"], f"status {status}")
+        expect(not (place / "state" / "cache.key").exists(), "the key file is still there")
+        expect(self.token(daemon).returncode == 0, "no token served with the TPM's key")
+        expect(daemon.stop() == 0, "the daemon did not exit 0")
+        self.expect_nothing_in_clear(place / "state", key)
+        # The state directory copied to a machine with another TPM opens nothing, and changes nothing.
+        copy = self.place("other-tpm", place / "state")
+        before = {path.name: path.read_bytes() for path in (copy / "state").iterdir() if path.is_file()}
+        stranger = self.start(copy, tpm=self.other_tpm)
+        status = self.key_status(stranger)
+        expect(status["locked"] and "another machine" in status["problem"], f"status {status}")
+        expect(self.token(stranger).returncode == 76, "the other TPM's broker answered a token")
+        expect(stranger.stop() == 0, "the daemon did not exit 0")
+        after = {path.name: path.read_bytes() for path in (copy / "state").iterdir() if path.is_file()}
+        expect(before["key.json"] == after["key.json"] and "cache.key" not in after,
+               "the other TPM's broker changed the key record or made a key")
+        # The original still opens, with every token.
+        original = self.start(place, tpm=self.tpm)
+        self.expect_all_tokens(original, "on the original TPM")
+        expect(original.stop() == 0, "the daemon did not exit 0")
+        self.tpm_place = place
+
+    def a_passphrase_unlocks_with_back_off_for_wrong_ones(self) -> None:
+        key = (self.pristine / "cache.key").read_bytes()
+        place = self.place("passphrase", self.pristine)
+        daemon = self.start(place, stores="file")
+        moved = daemon.cli("key", "move", "--to", "passphrase", "--json", input=(PASSPHRASE + "\n").encode())
+        expect(moved.returncode == 0, f"key move failed ({moved.returncode}): {moved.stderr[-300:]!r}")
+        expect(not (place / "state" / "cache.key").exists(), "the key file is still there")
+        expect(daemon.stop() == 0, "the daemon did not exit 0")
+        self.expect_nothing_in_clear(place / "state", key, [PASSPHRASE.encode()])
+        daemon = self.start(place, stores="file")
+        status = self.key_status(daemon)
+        expect(status["locked"] and status["store"] == "passphrase", f"status {status}")
+        expect(self.token(daemon).returncode == 76, "a token was answered before the passphrase")
+        wrong = daemon.cli("unlock", input=b"not the passphrase\n")
+        expect(wrong.returncode == 77 and b"passphrase" in wrong.stderr, f"wrong passphrase: {wrong.returncode}")
+        at_once = daemon.cli("unlock", input=(PASSPHRASE + "\n").encode())
+        expect(at_once.returncode == 75 and b"try again in" in at_once.stderr,
+               f"no back-off: {at_once.returncode} {at_once.stderr[-200:]!r}")
+        # The back-off ends; the right passphrase opens the cache.
+        wait_for("the back-off to end", lambda: daemon.cli("unlock", input=(PASSPHRASE + "\n").encode())
+                 .returncode == 0, 10)
+        self.expect_all_tokens(daemon, "after unlocking")
+        expect(daemon.stop() == 0, "the daemon did not exit 0")
+        self.expect_nothing_in_clear(place / "state", key, [PASSPHRASE.encode()])
+
+    def kill_9_at_every_step_of_every_move_loses_nothing(self) -> None:
+        """24 moves, each cut by SIGKILL right after one of its steps (the daemon kills itself there): the cache
+        opens afterwards with every token, and the key file is gone only once the record names a new store."""
+        def copy(source: Path) -> Callable[[str], Path]:
+            return lambda name: self.place(name, source)
+
+        def in_keyring(name: str) -> Path:
+            # A cache of its own in the keyring (its own item): a move away removes that item.
+            place = self.place(name, self.pristine)
+            daemon = self.start(place, keyring=True)
+            expect(self.key_status(daemon)["store"] == "secret-service", "the key did not move to the keyring")
+            expect(daemon.stop() == 0, "the daemon did not exit 0")
+            return place
+
+        # (what, how to get the state, the daemon's stores, the store moved to: None for the move at start, and
+        # whether the old store keeps something to discard)
+        series: list[tuple[str, Callable[[str], Path], dict[str, Any], str | None, bool]] = [
+            ("file -> tpm at start", copy(self.pristine), {"tpm": self.tpm}, None, True),
+            ("file -> secret-service at start", copy(self.pristine), {"keyring": True}, None, True),
+            ("file -> passphrase", copy(self.pristine), {"stores": "file"}, "passphrase", True),
+            ("secret-service -> file", in_keyring, {"keyring": True}, "file", True),
+            ("secret-service -> tpm", in_keyring, {"keyring": True, "tpm": self.tpm}, "tpm", True),
+            ("tpm -> passphrase", copy(self.tpm_place / "state"), {"tpm": self.tpm}, "passphrase", False),
+        ]
+        killed = 0
+        for what, prepare, options, target, discards in series:
+            for step in STEPS:
+                place = prepare(f"kill-{step}")
+                state = place / "state"
+                dies = step != "discarded" or discards
+                daemon = self.start(place, extra={"TOKENBROKER_TEST_KILL_AFTER_KEY_STEP": step},
+                                    wait=target is not None, **options)
+                if target is not None:
+                    daemon.cli("key", "move", "--to", target, input=(PASSPHRASE + "\n").encode())
+                if dies:
+                    status = daemon.process.wait(30)
+                    daemon.log.close()
+                    expect(status == -signal.SIGKILL, f"{what}, {step}: the daemon exited {status}, not by SIGKILL")
+                    killed += 1
+                else:
+                    expect(daemon.stop() == 0, "the daemon did not exit 0")
+                record = self.record(state)
+                if not (state / "cache.key").exists():
+                    expect(record is not None and record["store"] != "file",
+                           f"{what}, {step}: the key file is gone, the record names {record and record['store']}")
+                again = self.start(place, **options)
+                if self.key_status(again)["locked"]:
+                    unlocked = again.cli("unlock", input=(PASSPHRASE + "\n").encode())
+                    expect(unlocked.returncode == 0, f"{what}, {step}: unlock: {unlocked.stderr[-300:]!r}")
+                self.expect_all_tokens(again, f"{what}: after SIGKILL at {step}")
+                expect(again.stop() == 0, "the daemon did not exit 0")
+        expect(killed == 23, f"{killed} of the 24 moves were killed, expected 23")
+
+    def run(self) -> int:
+        self.check("a cache with a plain key file is signed in for real", self.a_plain_key_file_cache_is_signed_in)
+        self.check("a plain key file is said as a warning in status, getStatus and the journal",
+                   self.the_plain_key_file_is_said_as_a_warning)
+        self.check("the key moves to the keyring: no key file left, tokens served, nothing in clear on disk",
+                   self.moves_to_the_keyring_and_serves)
+        self.check("a locked keyring: cache_locked, nothing made anew; unlocked: served, nothing lost",
+                   self.a_locked_keyring_locks_the_cache_until_unlocked)
+        self.check("no keyring at all: locked and whole; back with it: every token",
+                   self.without_the_keyring_the_cache_stays_locked_and_whole)
+        self.check("the key moves to the TPM; a copy on another TPM opens nothing; the original does",
+                   self.moves_to_the_tpm_and_only_that_tpm_opens_it)
+        self.check("a passphrase: wrong ones refused with back-off, the right one unlocks, nothing in clear",
+                   self.a_passphrase_unlocks_with_back_off_for_wrong_ones)
+        self.check("kill -9 after every step of 24 moves: every token there, the key file gone only after the new "
+                   "wrap is durable", self.kill_9_at_every_step_of_every_move_loses_nothing)
+        return self.summary()
+
+    def stop(self) -> None:
+        for daemon in self.daemons:
+            if daemon.process.poll() is None:
+                daemon.process.kill()
+        for tpm in (self.tpm, self.other_tpm):
+            tpm.stop()
+        self.keyring.stop()
+        self.bus.stop()
+        self.provider.stop()
+
+
+def main() -> int:
+    return run_suite(__doc__ or "", "tokenbroker-keys-", ("DBUS_SESSION_BUS_ADDRESS",), KeysTest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
