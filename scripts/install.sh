@@ -67,7 +67,7 @@ fi
 
 if [ -z "$BINARIES" ]; then
   echo "=== build prerequisites"
-  need_packages libsqlite3-dev libsystemd-dev pkg-config
+  need_packages libsqlite3-dev libsystemd-dev libsecret-1-dev libtss2-dev libargon2-dev pkg-config
   echo "=== building (release, static Swift runtime: the CLI starts in about 2 ms)"
   swift build -c release --static-swift-stdlib --product tokenbrokerd
   swift build -c release --static-swift-stdlib --product tokenbroker

@@ -3,7 +3,8 @@
 # format lint, build with warnings as errors and the import check, the Swift tests, the protocol schema
 # validation, the Python wire battery and the security attacks against the built daemon, a bounded libFuzzer run,
 # the MSAL/ADAL interop test, MSAL apps over the Broker1 bus interface, the managed-identity endpoint, git and
-# kubectl with their real clients, and the systemd units under a real user manager.
+# kubectl with their real clients, the cache key's stores (keyring, TPM, passphrase), and the systemd units under a
+# real user manager.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -11,7 +12,10 @@ source scripts/lib.sh
 step() { printf '\n=== %s\n' "$*"; }
 
 step "system packages"
-need_packages libsqlite3-dev libsystemd-dev pkg-config systemd curl procps util-linux iproute2 openssl python3-venv git
+need_packages libsqlite3-dev libsystemd-dev libsecret-1-dev libtss2-dev libargon2-dev pkg-config systemd curl procps \
+  util-linux iproute2 openssl python3-venv git
+# The key stores' test: software TPMs (swtpm, reached through tpm2-tss's swtpm TCTI from libtss2-dev).
+need_packages swtpm
 # The Broker1 test: a private session bus, a keyring, dbus-python for direct calls, and what MSALRuntime
 # (pymsalruntime's libmsalruntime.so) links against.
 need_packages dbus-daemon dbus-bin gnome-keyring python3-dbus python3-gi libwebkit2gtk-4.1-0 \
@@ -55,6 +59,9 @@ PYTHON=$PYTHON Tests/broker1/run.sh .build/debug
 
 step "containers, git, kubectl: the real azure-identity, msal, git and kubernetes client (own network namespaces)"
 PYTHON=$PYTHON Tests/tools/run.sh .build/debug
+
+step "the cache key in gnome-keyring, two software TPMs and a passphrase; kill -9 during moves (own network namespace)"
+PYTHON=$PYTHON Tests/keys/run.sh .build/debug
 
 step "systemd units: systemd-analyze --user verify"
 Tests/systemd/verify-units.sh

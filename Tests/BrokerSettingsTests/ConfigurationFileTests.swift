@@ -30,6 +30,21 @@ struct ConfigurationFileTests {
         #expect(contents.problems.allSatisfy { $0.hasPrefix("line ") })
     }
 
+    /// `key-stores`: names in order, separated by spaces or commas; an unknown or repeated name is reported and
+    /// leaves the default order.
+    @Test func readsTheKeyStoresInOrder() {
+        #expect(
+            ConfigurationFile.parse("key-stores = tpm, secret-service file").keyStores == [
+                "tpm", "secret-service", "file",
+            ]
+        )
+        for bad in ["key-stores = keychain", "key-stores = file file", "key-stores ="] {
+            let contents = ConfigurationFile.parse(bad)
+            #expect(contents.keyStores == nil, "\(bad)")
+            #expect(contents.problems.count == 1, "\(bad)")
+        }
+    }
+
     /// The file's place: the option, else $XDG_CONFIG_HOME, else ~/.config.
     @Test func findsTheFileByTheXDGRule() {
         #expect(ConfigurationFile(path: "/etc/x.conf").url.path == "/etc/x.conf")

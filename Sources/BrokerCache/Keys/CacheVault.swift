@@ -176,7 +176,7 @@ public final class CacheVault: Sendable {
                     store: .passphrase,
                     problem: .wrongPassphrase,
                     hint: "wait before trying again",
-                    retryAfter: Int(wait.components.seconds) + 1
+                    retryAfter: Int(wait.components.seconds) + (wait.components.attoseconds > 0 ? 1 : 0)
                 )
             }
             if await open(passphrase: passphrase) { return true }
