@@ -108,7 +108,7 @@ extension TokenBroker {
         handlers.on(Methods.UnlockCache.self) { params, caller in
             .later { _ throws(BrokerFailure) in try await self.unlockCache(params, caller: caller) }
         }
-        handlers.on(Methods.MoveCacheKey.self) { params, caller in
+        onCache(Methods.MoveCacheKey.self) { params, caller in
             .later { _ throws(BrokerFailure) in try await self.moveCacheKey(params, caller: caller) }
         }
         return handlers

@@ -136,6 +136,8 @@ extension TokenBroker {
         owner: FlowOwner
     ) async throws(BrokerFailure) -> AcquireTokenResult {
         let request = try SignInRequest(params, broker: self)
+        // A locked cache could not keep what the sign-in brings: say so before the user signs in.
+        _ = try cache
         if request.maySucceedSilently, let result = await silentFirst(request, caller: caller) { return result }
 
         let flow = InteractiveFlow(correlationId: request.correlationId, owner: owner, webviewType: request.webviewType)

@@ -14,6 +14,11 @@ extension TokenBroker {
         if await vault.retryIfDue() { await loadGrants() }
     }
 
+    /// Throws `cache_locked` while the cache is locked (for the front ends' methods that need it).
+    public func requireOpenCache() throws(BrokerFailure) {
+        _ = try cache
+    }
+
     /// `getKeyStatus`.
     public var keyStatus: KeyStoreStatus {
         vault.status

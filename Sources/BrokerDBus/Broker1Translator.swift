@@ -330,7 +330,7 @@ public struct Broker1Translator: Sendable {
             }
             return .serverTemporarilyUnavailable
         case .unauthorizedClient: return .incorrectConfiguration
-        case .brokerBusy, .throttled, .timeout, .brokerStopping: return .transientError
+        case .brokerBusy, .throttled, .timeout, .brokerStopping, .cacheLocked: return .transientError
         default: return .unexpected
         }
     }

@@ -116,40 +116,55 @@ public final class IdentityEndpoint: Service, Sendable {
     /// The handlers of `createGrant`, `listGrants` and `revokeGrant`, for the socket.
     public func handlers() -> MethodHandlers {
         var handlers = MethodHandlers()
-        handlers.on(Methods.CreateGrant.self) { params, caller throws(BrokerFailure) in
-            let plan = try self.broker.planGrant(params)
-            let correlationId = params.correlationId ?? UUID().uuidString
-            return .later { _ throws(BrokerFailure) in
-                let bound: ListenAddress
-                do {
-                    bound = try await self.open(plan.listen, reserving: true)
-                } catch {
-                    throw BrokerFailure(
-                        .invalidParams,
-                        "params.listen: cannot listen on \(plan.listen): \(error)",
-                        details: .init(field: "params.listen")
+        // Grants live in the sealed store: while the cache is locked they are neither known nor kept.
+        handlers.on(
+            Methods.CreateGrant.self,
+            broker.whenCacheOpen { params, caller throws(BrokerFailure) in
+                try self.broker.requireOpenCache()
+                let plan = try self.broker.planGrant(params)
+                let correlationId = params.correlationId ?? UUID().uuidString
+                return .later { _ throws(BrokerFailure) in
+                    let bound: ListenAddress
+                    do {
+                        bound = try await self.open(plan.listen, reserving: true)
+                    } catch {
+                        throw BrokerFailure(
+                            .invalidParams,
+                            "params.listen: cannot listen on \(plan.listen): \(error)",
+                            details: .init(field: "params.listen")
+                        )
+                    }
+                    defer { self.pending.withLock { $0[bound, default: 1] -= 1 } }
+                    let made = try await self.broker.createGrant(
+                        plan,
+                        boundAt: bound,
+                        caller: caller,
+                        correlationId: correlationId
                     )
+                    return CreateGrantResult(grant: self.listed(made.grant, served: 0), identityHeader: made.secret)
                 }
-                defer { self.pending.withLock { $0[bound, default: 1] -= 1 } }
-                let made = try await self.broker.createGrant(
-                    plan,
-                    boundAt: bound,
-                    caller: caller,
-                    correlationId: correlationId
+            }
+        )
+        handlers.on(
+            Methods.ListGrants.self,
+            broker.whenCacheOpen { _, _ throws(BrokerFailure) in
+                try self.broker.requireOpenCache()
+                return .now(
+                    ListGrantsResult(grants: self.broker.grants.all.map { self.listed($0.record, served: $0.served) })
                 )
-                return CreateGrantResult(grant: self.listed(made.grant, served: 0), identityHeader: made.secret)
             }
-        }
-        handlers.on(Methods.ListGrants.self) { _, _ in
-            .now(ListGrantsResult(grants: self.broker.grants.all.map { self.listed($0.record, served: $0.served) }))
-        }
-        handlers.on(Methods.RevokeGrant.self) { params, caller in
-            .later { _ throws(BrokerFailure) in
-                let grant = try await self.broker.revokeGrant(params, caller: caller)
-                await self.closeUnused()
-                return RevokeGrantResult(grant: self.listed(grant, served: 0))
+        )
+        handlers.on(
+            Methods.RevokeGrant.self,
+            broker.whenCacheOpen { params, caller throws(BrokerFailure) in
+                try self.broker.requireOpenCache()
+                return .later { _ throws(BrokerFailure) in
+                    let grant = try await self.broker.revokeGrant(params, caller: caller)
+                    await self.closeUnused()
+                    return RevokeGrantResult(grant: self.listed(grant, served: 0))
+                }
             }
-        }
+        )
         return handlers
     }
 

@@ -310,6 +310,8 @@ class KeysTest(Checks):
         expect(self.token(daemon).returncode == 76, "a token was answered before the passphrase")
         wrong = daemon.cli("unlock", input=b"not the passphrase\n")
         expect(wrong.returncode == 77 and b"passphrase" in wrong.stderr, f"wrong passphrase: {wrong.returncode}")
+        still = self.token(daemon)
+        expect(still.returncode == 76, f"after a wrong passphrase a token request answered {still.returncode}")
         at_once = daemon.cli("unlock", input=(PASSPHRASE + "\n").encode())
         expect(at_once.returncode == 75 and b"try again in" in at_once.stderr,
                f"no back-off: {at_once.returncode} {at_once.stderr[-200:]!r}")

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """A small tokenbroker wire-protocol client, written from Protocol/README.md alone.
 
-Standard library only (Python 3.11). Protocol 1.0: newline-delimited JSON-RPC 2.0 over an AF_UNIX stream socket.
+Standard library only (Python 3.11). Protocol 1.3: newline-delimited JSON-RPC 2.0 over an AF_UNIX stream socket.
 
 Library use:
 
     from tokenbroker_client import BrokerClient, BrokerError
     with BrokerClient() as broker:                     # finds the socket as Protocol/README.md section 2.1 says
-        broker.negotiate()                             # getLinuxBrokerVersion {"protocolVersion": "1.2"}
+        broker.negotiate()                             # getLinuxBrokerVersion {"protocolVersion": "1.3"}
         accounts = broker.get_accounts()["accounts"]
         try:
             token = broker.acquire_token_silently({...})["brokerTokenResponse"]
@@ -42,7 +42,7 @@ import time
 import uuid
 from typing import Any, Callable, Iterable
 
-PROTOCOL_VERSION = "1.2"
+PROTOCOL_VERSION = "1.3"
 MAX_REQUEST_FRAME = 1 << 20  # 1,048,576 bytes, newline excluded (section 3)
 MAX_RESPONSE_FRAME = 64 << 20  # 67,108,864 bytes, newline excluded (section 3)
 MAX_IN_FLIGHT = 32  # per connection (section 13)
@@ -67,6 +67,7 @@ ERROR_CODES: dict[str, int] = {
     "invalid_cache": -32010,
     "throttled": -32011,
     "broker_stopping": -32012,
+    "cache_locked": -32013,
 }
 ERROR_NAMES: dict[int, str] = {code: name for name, code in ERROR_CODES.items()}
 
@@ -86,9 +87,13 @@ METHODS = (
     "listGrants",
     "revokeGrant",
     "discardAccessToken",
+    "getKeyStatus",
+    "unlockCache",
+    "moveCacheKey",
 )
 # Methods whose params may be omitted (section 5.1).
-PARAMS_OPTIONAL = frozenset({"getLinuxBrokerVersion", "getAccounts", "exportCache", "getStatus", "listGrants"})
+PARAMS_OPTIONAL = frozenset({"getLinuxBrokerVersion", "getAccounts", "exportCache", "getStatus", "listGrants",
+                             "getKeyStatus", "unlockCache"})
 NOTIFICATIONS = (
     "webAuth/didStartLoad",
     "webAuth/didFinishLoad",
@@ -675,6 +680,19 @@ class BrokerClient:
 
     def get_status(self, **options: Any) -> dict[str, Any]:
         return self.call("getStatus", {}, **options)
+
+    def get_key_status(self, **options: Any) -> dict[str, Any]:
+        return self.call("getKeyStatus", {}, **options)
+
+    def unlock_cache(self, passphrase: str | None = None, **options: Any) -> dict[str, Any]:
+        """The passphrase is a secret (section 14): never log it, nor the request that carries it."""
+        return self.call("unlockCache", {} if passphrase is None else {"passphrase": passphrase}, **options)
+
+    def move_cache_key(self, to: str, passphrase: str | None = None, **options: Any) -> dict[str, Any]:
+        params: dict[str, Any] = {"to": to}
+        if passphrase is not None:
+            params["passphrase"] = passphrase
+        return self.call("moveCacheKey", params, **options)
 
 
 def _interactive_params(auth_parameters: dict[str, Any], webview_type: str | None,

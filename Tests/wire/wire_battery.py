@@ -46,6 +46,7 @@ sys.dont_write_bytecode = True  # leave no __pycache__ in the source tree
 from tokenbroker_client import (  # noqa: E402
     ERROR_CODES,
     MAX_REQUEST_FRAME,
+    PROTOCOL_VERSION,
     BrokerClient,
     BrokerError,
     ConnectionClosed,
@@ -58,16 +59,19 @@ from tokenbroker_client import (  # noqa: E402
 PROTOCOL_DIR = HERE.parent.parent / "Protocol"
 SCHEMA_BASE = "https://tokenbroker.invalid/protocol/1/"
 
+# The protocol version Protocol/README.md describes (section 7): what the broker must say it speaks.
+SPEC_VERSION = PROTOCOL_VERSION
 ALL_METHODS = (
     "getLinuxBrokerVersion", "getAccounts", "getAccount", "acquireTokenSilently", "acquireTokenInteractively",
     "completeInteractiveFlow", "cancelInteractiveFlow", "removeAccount", "importCache", "exportCache", "getStatus",
-    "createGrant", "listGrants", "revokeGrant", "discardAccessToken",
+    "createGrant", "listGrants", "revokeGrant", "discardAccessToken", "getKeyStatus", "unlockCache", "moveCacheKey",
 )
 INTERACTIVE_METHODS = ("acquireTokenInteractively", "completeInteractiveFlow", "cancelInteractiveFlow")
 NOTIFICATION_NAMES = ("webAuth/didStartLoad", "webAuth/didFinishLoad", "webAuth/didFail", "webAuth/didComplete",
                       "deviceCode/prompt")
 PARAMS_REQUIRED = ("getAccount", "acquireTokenSilently", "acquireTokenInteractively", "completeInteractiveFlow",
-                   "cancelInteractiveFlow", "removeAccount", "importCache")
+                   "cancelInteractiveFlow", "removeAccount", "importCache", "createGrant", "revokeGrant",
+                   "discardAccessToken", "moveCacheKey")
 UPPER_UUID = re.compile(r"^[0-9A-F]{8}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{12}$")
 
 
@@ -241,7 +245,7 @@ def raw_null_error(client: BrokerClient, line: bytes | str, timeout: float = 10.
 def prove_usable(client: BrokerClient) -> None:
     """The same connection still answers a request, by id."""
     result = client.call("getLinuxBrokerVersion", {"protocolVersion": "1.0"})
-    expect(result.get("protocolVersion") == "1.2", f"unexpected version result {short(result)}")
+    expect(result.get("protocolVersion") == SPEC_VERSION, f"unexpected version result {short(result)}")
     expect(not client.closed, "the connection closed after a request")
 
 
@@ -430,6 +434,9 @@ def ordered_pairs(text: str) -> Any:
 # The daemon
 # ---------------------------------------------------------------------------------------------------------------
 
+NO_TPM = "device:/nonexistent"  # a TPM TCTI that names no device: the TPM store is not available
+
+
 class Daemon:
     def __init__(self, binary: str, root: Path, idle_timeout: float) -> None:
         self.binary = binary
@@ -471,7 +478,10 @@ class Daemon:
     def start(self) -> None:
         self.runtime.mkdir(mode=0o700)
         self.home.mkdir(mode=0o700)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("TOKENBROKER_", "XDG_"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TOKENBROKER_", "XDG_", "DBUS_"))}
+        # No session bus and no TPM (section 9.13): the cache key is kept by the last store of the default order, a
+        # plain file, whatever the machine running the battery has; check_cache_key relies on it.
+        env["TOKENBROKER_TPM_TCTI"] = NO_TPM
         env.update({"HOME": str(self.home), "XDG_RUNTIME_DIR": str(self.runtime),
                     "XDG_STATE_HOME": str(self.home / ".local" / "state"),
                     "XDG_CONFIG_HOME": str(self.home / ".config"), "XDG_CACHE_HOME": str(self.home / ".cache")})
@@ -561,7 +571,7 @@ def still_serving(ctx: Context) -> None:
     """A fresh connection gets correct answers: version, Ada's account, Ada's cached token."""
     with ctx.client() as client:
         version = client.get_linux_broker_version("1.0")
-        expect(version["protocolVersion"] == "1.2", f"version: {short(version)}")
+        expect(version["protocolVersion"] == SPEC_VERSION, f"version: {short(version)}")
         account = client.get_account(identifier=ADA.identifier)["account"]
         expect(account["identifier"] == ADA.identifier, f"getAccount: {short(account)}")
         token = client.acquire_token_silently(ada_params())["brokerTokenResponse"]
@@ -625,7 +635,8 @@ def check_version(ctx: Context) -> None:
     with ctx.client() as client:
         result = client.get_linux_broker_version("1.0", msal_cpp_version="wire-battery/1.0")
         expect(result["protocolVersion"].split(".")[0] == "1", f"protocolVersion {result['protocolVersion']}")
-        expect(result['protocolVersion'] == "1.2", f"protocolVersion {result["protocolVersion"]} (spec is 1.2)")
+        expect(result['protocolVersion'] == SPEC_VERSION,
+               f"protocolVersion {result['protocolVersion']} (spec is {SPEC_VERSION})")
         expect(isinstance(result["linuxBrokerVersion"], str) and result["linuxBrokerVersion"], "no version")
         expect_interactive_methods_listing(result["methods"])
         # params omitted, params null, a string id, a newer minor
@@ -635,8 +646,8 @@ def check_version(ctx: Context) -> None:
         null = raw_request(client, '{"jsonrpc":"2.0","id":"n","method":"getLinuxBrokerVersion","params":null}',
                            "n")
         expect("result" in null and null["result"] == result, f"params null: {short(null)}")
-        expect(client.get_linux_broker_version("1.9")["protocolVersion"] == "1.2", "minor 1.9 refused")
-        expect(client.get_linux_broker_version("1.0")["protocolVersion"] == "1.2", "minor 1.0 refused")
+        expect(client.get_linux_broker_version("1.9")["protocolVersion"] == SPEC_VERSION, "minor 1.9 refused")
+        expect(client.get_linux_broker_version("1.0")["protocolVersion"] == SPEC_VERSION, "minor 1.0 refused")
 
 
 def check_version_unsupported(ctx: Context) -> None:
@@ -974,7 +985,7 @@ def check_status(ctx: Context) -> None:
         export = client.export_cache()
         status = client.get_status()
         expect(status["version"] == version["linuxBrokerVersion"], "version differs from linuxBrokerVersion")
-        expect(status["protocolVersion"] == "1.2", f"protocolVersion {status['protocolVersion']}")
+        expect(status["protocolVersion"] == SPEC_VERSION, f"protocolVersion {status['protocolVersion']}")
         expect(status["pid"] == ctx.daemon.process.pid, f"pid {status['pid']} != {ctx.daemon.process.pid}")
         # section 9.8: a healthy store says so (nothing damaged on disk, no failed write, the database found)
         expect(status.get("store") == {"damagedEntries": 0, "failedWrites": 0, "databaseWasMissing": False},
@@ -1004,6 +1015,87 @@ def check_status(ctx: Context) -> None:
                f"last recent error {short(last)}")
         expect(last.get("correlationId") == correlation, f"recentErrors correlationId {last.get('correlationId')!r}")
         expect(ADA.access_token not in json.dumps(after), "a token in getStatus")
+
+
+KEY_STORES = ("secret-service", "tpm", "passphrase", "file")
+
+
+def expect_key_status(status: dict[str, Any], *, store: str, chosen: bool, what: str) -> None:
+    """Section 9.13: an open cache whose key is in `store`: locked false, no problem or hint; a warning exactly while
+    the key is a plain file; the order of stores without the passphrase (the battery's configuration sets none)."""
+    expect(status.get("store") == store and status.get("chosen") is chosen and status.get("locked") is False,
+           f"{what}: store {status.get('store')!r}, chosen {status.get('chosen')!r}, locked {status.get('locked')!r}, "
+           f"wanted {store!r}, {chosen}, False: {short(status)}")
+    expect(status.get("order") == ["secret-service", "tpm", "file"], f"{what}: order {status.get('order')}")
+    expect(isinstance(status.get("protection"), str) and status["protection"], f"{what}: no protection")
+    expect("problem" not in status and "hint" not in status, f"{what}: problem or hint on an open cache")
+    expect(("warning" in status) == (store == "file"), f"{what}: warning {status.get('warning')!r} for {store}")
+
+
+def check_cache_key(ctx: Context) -> None:
+    """Sections 9.13-9.15: a daemon without a session bus or a TPM keeps its key in a plain file, says so (and warns),
+    and getStatus says the same. moveCacheKey refuses an unknown store (params.to) and the passphrase store without
+    a passphrase (params.passphrase); a store this machine does not have is internal_error, the cache still open
+    and the key where it was; a move to the file store marks it chosen. unlockCache on an open cache changes
+    nothing. No answer, error or log line repeats a passphrase sent. The passphrase store itself is left to
+    Tests/keys: after a restart it would lock the battery's own cache."""
+    sent: list[str] = []
+
+    def passphrase(what: str) -> str:
+        sent.append(f"wire-battery {what} passphrase {uuid.uuid4()}")
+        return sent[-1]
+
+    with ctx.client() as client:
+        status = client.get_key_status()
+        expect_key_status(status, store="file", chosen=False, what="getKeyStatus of a fresh daemon")
+        omitted = client.send("getKeyStatus", request_id="key-omitted", omit_params=True).result(10)
+        SCHEMAS.validate("getKeyStatus.result.json", omitted)
+        expect(omitted == status, f"getKeyStatus with params omitted: {short(omitted)}")
+        null = raw_request(client, '{"jsonrpc":"2.0","id":"key-null","method":"getKeyStatus","params":null}',
+                           "key-null")
+        expect(null.get("result") == status, f"getKeyStatus with params null: {short(null)}")
+        expect(client.get_status().get("keyStore") == status, "getStatus.keyStore differs from getKeyStatus")
+
+        expect_broker_error(lambda: client.move_cache_key("nowhere"), "invalid_params", field="params.to")
+        expect_broker_error(lambda: client.move_cache_key("File", passphrase=passphrase("unknown store")),
+                            "invalid_params", field="params.to")
+        expect_broker_error(lambda: client.move_cache_key("passphrase"), "invalid_params",
+                            field="params.passphrase")
+        expect_broker_error(lambda: client.move_cache_key("passphrase", passphrase=""), "invalid_params",
+                            field="params.passphrase")
+        expect_broker_error(lambda: client.call("moveCacheKey", {"to": "file", "passphrase": 7}), "invalid_params",
+                            field="params.passphrase")
+        expect_broker_error(lambda: client.call("unlockCache", {"passphrase": ["x"]}), "invalid_params",
+                            field="params.passphrase")
+        # stores this daemon does not have: the cache stays open, the key where it was
+        for store in ("secret-service", "tpm"):
+            expect_broker_error(lambda: client.move_cache_key(store, passphrase=passphrase(store)), "internal_error")
+            expect(client.get_key_status() == status, f"after a failed move to {store}: {short(client.get_key_status())}")
+            expect(client.get_account(identifier=ADA.identifier)["account"]["identifier"] == ADA.identifier,
+                   f"the cache is not served after a failed move to {store}")
+
+        # an open cache: unlockCache changes nothing, whatever passphrase it carries
+        expect(client.unlock_cache() == status, "unlockCache without a passphrase changed the status")
+        expect(client.unlock_cache(passphrase("unlock")) == status, "unlockCache with a passphrase changed the status")
+        unlocked = client.send("unlockCache", request_id="unlock-omitted", omit_params=True).result(10)
+        SCHEMAS.validate("unlockCache.result.json", unlocked)
+        expect(unlocked == status, f"unlockCache with params omitted: {short(unlocked)}")
+
+        # the file store, chosen: the key stays the same, so every token is still served
+        moved = client.move_cache_key("file", passphrase=passphrase("file"))
+        expect_key_status(moved, store="file", chosen=True, what="moveCacheKey to file")
+        expect(client.get_key_status() == moved, "getKeyStatus after the move differs from its result")
+        expect(client.get_status().get("keyStore") == moved, "getStatus.keyStore after the move differs")
+        token = client.acquire_token_silently(ada_params())["brokerTokenResponse"]
+        expect(token["accessToken"] == ADA.access_token, "Ada's cached token is not served after the move")
+        expect(ADA.access_token not in json.dumps(client.get_status()), "a token in getStatus")
+
+        answers = json.dumps(client.received)
+    leaked = [text for text in sent if text in answers]
+    expect(not leaked, f"{len(leaked)} of {len(sent)} passphrases sent came back in an answer")
+    log = ctx.daemon.log_path.read_text(errors="replace")
+    logged = [text for text in sent if text in log]
+    expect(not logged, f"{len(logged)} of {len(sent)} passphrases sent are in the daemon's log")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -2426,7 +2518,7 @@ def check_client_notification(ctx: Context) -> None:
         client.notify("removeAccount", {"account": {"identifier": temp.identifier}})  # executed
         client.send_raw(b'{"jsonrpc":"2.0","method":"getStatus","params":{"correlationId":"\\ud800"}}\n')
         first = client.call("getLinuxBrokerVersion", {"protocolVersion": "1.0"})
-        expect(first["protocolVersion"] == "1.2", "")
+        expect(first["protocolVersion"] == SPEC_VERSION, "")
         # the removal runs concurrently: wait (bounded) until it took effect
         deadline = time.monotonic() + 10
         gone = False
@@ -2878,6 +2970,8 @@ def main() -> int:
           check_grants)
         c("exportCache over 1 MiB after an import in parts under the request limit", check_large_export)
         c("getStatus: schema, pid, socket, state directory, counters, recentErrors", check_status)
+        c("cache key: a plain file without bus or TPM, as getStatus says; moveCacheKey params.to, params.passphrase, "
+          "a store not here, file chosen; unlockCache on an open cache; no passphrase echoed", check_cache_key)
 
         c("sign-in, customBrowser: didStartLoad (authorization URL), didFinishLoad, didComplete, then the token; "
           "then silently from the cache", check_interactive_custom_browser)

@@ -91,6 +91,7 @@ public final class CacheVault: Sendable {
                 return KeyStoreStatus(
                     store: reason.store?.rawValue,
                     protection: reason.store?.protection,
+                    chosen: reason.chosen,
                     order: order,
                     locked: true,
                     problem: reason.problem.description,
@@ -105,14 +106,25 @@ public final class CacheVault: Sendable {
     /// Logs what happened, and the warning of a plain key file.
     @discardableResult
     public func open(passphrase: Passphrase? = nil) async -> Bool {
-        guard let keys, cache == nil else { return false }
+        await attempt(passphrase: passphrase) == nil && cache != nil
+    }
+
+    /// One try at the key and the cache; nil when the cache is open, else why not (a wrong passphrase as such,
+    /// though the lock then says only that the passphrase is needed).
+    private func attempt(passphrase: Passphrase?) async -> KeyUnavailable? {
+        guard let keys, cache == nil else { return nil }
         attempts.withLock { $0.lastTry = clock.elapsed }
         let opened: KeyVault.Opened
         do {
             opened = try await onQueue { () throws(KeyUnavailable) in try keys.open(passphrase: passphrase) }
         } catch {
-            lockAndSay(error)
-            return false
+            var lock = error
+            if error.problem == .wrongPassphrase {
+                lock.problem = .locked("the cache key is wrapped with a passphrase; a wrong one was given")
+                lock.hint = "run: tokenbroker unlock"
+            }
+            lockAndSay(lock)
+            return error
         }
         for note in opened.notes { logger.notice("cache key: \(note)") }
         do {
@@ -124,20 +136,20 @@ public final class CacheVault: Sendable {
             )
             state.withLock { $0 = .open(cache, opened.record, opened.key) }
         } catch {
-            lockAndSay(
-                KeyUnavailable(
-                    store: opened.record.store,
-                    problem: .failed(String(describing: error)),
-                    hint: "see the journal; nothing was changed"
-                )
+            let reason = KeyUnavailable(
+                store: opened.record.store,
+                problem: .failed(String(describing: error)),
+                hint: "see the journal; nothing was changed",
+                chosen: opened.record.chosen
             )
-            return false
+            lockAndSay(reason)
+            return reason
         }
         attempts.withLock { $0.wrongPassphrases = 0 }
         let store = opened.record.store
         logger.notice("cache open", metadata: ["key_store": "\(store.rawValue)", "protection": "\(store.protection)"])
         if let warning = store.warning { logger.warning("\(warning)") }
-        return true
+        return nil
     }
 
     /// Tries the store again when the cache is locked by one that may have come back (a keyring unlocked, a TPM
@@ -179,8 +191,9 @@ public final class CacheVault: Sendable {
                     retryAfter: Int(wait.components.seconds) + (wait.components.attoseconds > 0 ? 1 : 0)
                 )
             }
-            if await open(passphrase: passphrase) { return true }
-            if case .wrongPassphrase = self.lock?.problem {
+            let failure = await attempt(passphrase: passphrase)
+            if failure == nil { return cache != nil }
+            if failure?.problem == .wrongPassphrase {
                 let delay = attempts.withLock { attempts in
                     attempts.wrongPassphrases += 1
                     let delay = Duration.seconds(min(1 << min(attempts.wrongPassphrases - 1, 9), 300))
@@ -192,7 +205,8 @@ public final class CacheVault: Sendable {
                     metadata: ["next_try_in": "\(delay.components.seconds)s"]
                 )
             }
-            throw self.lock ?? KeyUnavailable(store: .passphrase, problem: .locked("locked"), hint: "try again")
+            throw failure ?? self.lock
+                ?? KeyUnavailable(store: .passphrase, problem: .locked("locked"), hint: "try again")
         }
         if lock.store == .secretService {
             if let problem = await onQueue({ SecretServiceKeyStore().unlock() }) {
@@ -225,7 +239,12 @@ public final class CacheVault: Sendable {
                 try keys.move(key, from: record, to: kind, passphrase: passphrase, chosen: true)
             }
         } catch {
-            throw KeyUnavailable(store: kind, problem: error, hint: KeyVault.hint(for: kind, error))
+            throw KeyUnavailable(
+                store: kind,
+                problem: error,
+                hint:
+                    "the key stays in the \(record.store.rawValue) store; make the \(kind.rawValue) store reachable and move again"
+            )
         }
         state.withLock { $0 = .open(cache, moved, key) }
         logger.notice(

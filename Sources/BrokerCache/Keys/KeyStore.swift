@@ -15,7 +15,7 @@ public enum KeyStoreKind: String, Sendable, Hashable, Codable, CaseIterable {
     /// The order stores are tried in when the user names none: the passphrase only when chosen.
     public static let defaultOrder: [KeyStoreKind] = [.secretService, .tpm, .file]
 
-    /// The names, as `keyStores` in tokenbrokerd.conf and `tokenbroker key move --to` spell them.
+    /// The names, as `key-stores` in tokenbrokerd.conf and `tokenbroker key move --to` spell them.
     public static var names: String {
         allCases.map(\.rawValue).joined(separator: ", ")
     }

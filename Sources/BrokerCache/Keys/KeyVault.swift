@@ -12,13 +12,22 @@ public struct KeyUnavailable: Error, Sendable, CustomStringConvertible {
     public var hint: String
     /// Seconds to wait before the next passphrase is tried (after wrong ones).
     public var retryAfter: Int?
+    /// Whether the user chose the store (for status while locked).
+    public var chosen: Bool
 
     /// Creates one.
-    public init(store: KeyStoreKind?, problem: KeyStoreProblem, hint: String, retryAfter: Int? = nil) {
+    public init(
+        store: KeyStoreKind?,
+        problem: KeyStoreProblem,
+        hint: String,
+        retryAfter: Int? = nil,
+        chosen: Bool = false
+    ) {
         self.store = store
         self.problem = problem
         self.hint = hint
         self.retryAfter = retryAfter
+        self.chosen = chosen
     }
 
     /// The problem and the hint.
@@ -148,7 +157,12 @@ public final class KeyVault: Sendable {
         do {
             key = try store(record.store).load(record, passphrase: passphrase)
         } catch {
-            throw KeyUnavailable(store: record.store, problem: error, hint: Self.hint(for: record.store, error))
+            throw KeyUnavailable(
+                store: record.store,
+                problem: error,
+                hint: Self.hint(for: record.store, error),
+                chosen: record.chosen
+            )
         }
         var record = record
         var notes: [String] = []
@@ -221,7 +235,7 @@ public final class KeyVault: Sendable {
                 "none of the key stores (\(order.map(\.rawValue).joined(separator: ", "))) is here: "
                     + passed.joined(separator: "; ")
             ),
-            hint: "add file to keyStores in tokenbrokerd.conf to accept a plain key file"
+            hint: "add file to key-stores in tokenbrokerd.conf to accept a plain key file"
         )
     }
 

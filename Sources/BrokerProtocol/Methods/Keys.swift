@@ -7,7 +7,7 @@ public struct KeyStoreStatus: Sendable, Hashable, Codable {
     /// Whether the user chose the store (`moveCacheKey`); a plain key file not chosen moves to a better store at
     /// the next start.
     public var chosen: Bool
-    /// The stores a new key is offered to, in order (`keyStores` in tokenbrokerd.conf).
+    /// The stores a new key is offered to, in order (`key-stores` in tokenbrokerd.conf).
     public var order: [String]
     /// Whether the cache is locked: its key cannot be had now, and nothing sealed is served.
     public var locked: Bool
