@@ -134,7 +134,13 @@ public final class CacheVault: Sendable {
                 logger: logger,
                 clock: clock
             )
-            state.withLock { $0 = .open(cache, opened.record, opened.key) }
+            // An unlock and a retry may both have found the key: the first cache to open is the one, always.
+            let first = state.withLock { state -> Bool in
+                if case .open = state { return false }
+                state = .open(cache, opened.record, opened.key)
+                return true
+            }
+            guard first else { return nil }
         } catch {
             let reason = KeyUnavailable(
                 store: opened.record.store,
