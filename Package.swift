@@ -211,7 +211,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BrokerCacheTests",
-            dependencies: ["BrokerCache", "BrokerProtocol", "BrokerTestSupport", grdb],
+            dependencies: ["BrokerCache", "BrokerProtocol", "BrokerSettings", "BrokerTestSupport", grdb],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -217,22 +217,29 @@ static tb_key_status read_key(Call *call, SecretCollection *collection, const ch
     return status;
 }
 
+/* Starts a call and finds the default collection into *collection; no default collection is when_missing with the
+ * message missing. Whatever the status, the caller ends with g_clear_object(collection) and call_end(call). */
+static tb_key_status begin_at_default(Call *call, int timeout_ms, char **message, tb_key_status when_missing,
+                                      const char *missing, SecretCollection **collection) {
+    *collection = NULL;
+    tb_key_status status = call_begin(call, timeout_ms, message);
+    if (status != TB_KEY_OK) return status;
+    GError *error = NULL;
+    *collection = default_collection(call, &error);
+    if (error != NULL) return fail_with(call, message, &error, "cannot find the default keyring");
+    if (*collection == NULL) return fail(message, when_missing, "%s", missing);
+    return TB_KEY_OK;
+}
+
 tb_key_status tb_secret_service_lookup(const char *cache_id, uint8_t *key, size_t key_length, int timeout_ms,
                                        char **message) {
     if (cache_id == NULL || key == NULL || key_length == 0)
         return fail(message, TB_KEY_FAILED, "no cache id or no room for the key");
     Call call;
-    tb_key_status status = call_begin(&call, timeout_ms, message);
-    SecretCollection *collection = NULL;
-    GError *error = NULL;
-    if (status == TB_KEY_OK) collection = default_collection(&call, &error);
-    if (error != NULL) {
-        status = fail_with(&call, message, &error, "cannot find the default keyring");
-    } else if (status == TB_KEY_OK && collection == NULL) {
-        status = fail(message, TB_KEY_NOT_FOUND, "no default keyring");
-    } else if (status == TB_KEY_OK) {
-        status = read_key(&call, collection, cache_id, key, key_length, message);
-    }
+    SecretCollection *collection;
+    tb_key_status status =
+        begin_at_default(&call, timeout_ms, message, TB_KEY_NOT_FOUND, "no default keyring", &collection);
+    if (status == TB_KEY_OK) status = read_key(&call, collection, cache_id, key, key_length, message);
     g_clear_object(&collection);
     call_end(&call);
     return status;
@@ -243,15 +250,11 @@ tb_key_status tb_secret_service_store(const char *cache_id, const char *label, c
     if (cache_id == NULL || label == NULL || key == NULL || key_length == 0)
         return fail(message, TB_KEY_FAILED, "no cache id, label or key");
     Call call;
-    tb_key_status status = call_begin(&call, timeout_ms, message);
-    SecretCollection *collection = NULL;
+    SecretCollection *collection;
+    tb_key_status status = begin_at_default(&call, timeout_ms, message, TB_KEY_UNAVAILABLE,
+                                            "no default keyring to keep the key in", &collection);
     GError *error = NULL;
-    if (status == TB_KEY_OK) collection = default_collection(&call, &error);
-    if (error != NULL) {
-        status = fail_with(&call, message, &error, "cannot find the default keyring");
-    } else if (status == TB_KEY_OK && collection == NULL) {
-        status = fail(message, TB_KEY_UNAVAILABLE, "no default keyring to keep the key in");
-    } else if (status == TB_KEY_OK && secret_collection_get_locked(collection)) {
+    if (status == TB_KEY_OK && secret_collection_get_locked(collection)) {
         status = fail(message, TB_KEY_LOCKED, "the default collection %s is locked",
                       g_dbus_proxy_get_object_path(G_DBUS_PROXY(collection)));
     } else if (status == TB_KEY_OK) {
@@ -321,15 +324,11 @@ tb_key_status tb_secret_service_clear(const char *cache_id, int timeout_ms, char
 
 tb_key_status tb_secret_service_unlock(int timeout_ms, char **message) {
     Call call;
-    tb_key_status status = call_begin(&call, timeout_ms, message);
-    SecretCollection *collection = NULL;
+    SecretCollection *collection;
+    tb_key_status status =
+        begin_at_default(&call, timeout_ms, message, TB_KEY_UNAVAILABLE, "no default keyring to unlock", &collection);
     GError *error = NULL;
-    if (status == TB_KEY_OK) collection = default_collection(&call, &error);
-    if (error != NULL) {
-        status = fail_with(&call, message, &error, "cannot find the default keyring");
-    } else if (status == TB_KEY_OK && collection == NULL) {
-        status = fail(message, TB_KEY_UNAVAILABLE, "no default keyring to unlock");
-    } else if (status == TB_KEY_OK && secret_collection_get_locked(collection)) {
+    if (status == TB_KEY_OK && secret_collection_get_locked(collection)) {
         GList *objects = g_list_prepend(NULL, collection);
         gint unlocked = secret_service_unlock_sync(call.service, objects, call.cancellable, NULL, &error);
         g_list_free(objects);

@@ -1,6 +1,7 @@
 import ArgumentParser
 import BrokerClient
 import BrokerProtocol
+import BrokerSettings
 import Glibc
 
 /// `tokenbroker key …`: where the cache key is kept.
@@ -23,6 +24,12 @@ struct Key: AsyncParsableCommand {
         subcommands: [KeyStatusCommand.self, KeyMove.self],
         defaultSubcommand: KeyStatusCommand.self
     )
+
+    /// Prints `status` as JSON, or in lines for people.
+    static func show(_ status: KeyStoreStatus, json: Bool) throws {
+        if json { return try Output.json(status) }
+        for line in describe(status) { Output.line(line) }
+    }
 
     /// The status, in lines for people.
     static func describe(_ status: KeyStoreStatus) -> [String] {
@@ -49,9 +56,7 @@ struct KeyStatusCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await withBroker(connection) { broker in
-            let status = try await broker.keyStatus()
-            if json { return try Output.json(status) }
-            for line in Key.describe(status) { Output.line(line) }
+            try Key.show(try await broker.keyStatus(), json: json)
         }
     }
 }
@@ -71,16 +76,14 @@ struct KeyMove: AsyncParsableCommand {
     @Flag(help: "Print the status after the move as JSON.") var json = false
 
     func validate() throws {
-        let stores = ["secret-service", "tpm", "passphrase", "file"]
+        let stores = ConfigurationFile.keyStoreNames
         guard stores.contains(to) else { throw ValidationError("--to takes one of \(stores.joined(separator: ", "))") }
     }
 
     func run() async throws {
         let passphrase = to == "passphrase" ? try PassphraseInput.read(prompt: "New passphrase", confirm: true) : nil
         try await withBroker(connection) { broker in
-            let status = try await broker.moveCacheKey(to: to, passphrase: passphrase)
-            if json { return try Output.json(status) }
-            for line in Key.describe(status) { Output.line(line) }
+            try Key.show(try await broker.moveCacheKey(to: to, passphrase: passphrase), json: json)
         }
     }
 }
@@ -101,14 +104,10 @@ struct Unlock: AsyncParsableCommand {
     func run() async throws {
         try await withBroker(connection) { broker in
             let before = try await broker.keyStatus()
-            guard before.locked else {
-                for line in Key.describe(before) { Output.line(line) }
-                return
-            }
+            guard before.locked else { return try Key.show(before, json: false) }
             let passphrase =
                 before.store == "passphrase" ? try PassphraseInput.read(prompt: "Passphrase", confirm: false) : nil
-            let status = try await broker.unlockCache(passphrase: passphrase)
-            for line in Key.describe(status) { Output.line(line) }
+            try Key.show(try await broker.unlockCache(passphrase: passphrase), json: false)
         }
     }
 }

@@ -1,5 +1,6 @@
 import BrokerCache
 import BrokerProtocol
+import BrokerSettings
 import BrokerTestSupport
 import Foundation
 import Logging
@@ -25,6 +26,11 @@ struct KeyVaultTests {
     private func opened(_ vault: KeyVault, passphrase: String? = nil) async throws -> TokenCache {
         let opened = try vault.open(passphrase: passphrase.map(Passphrase.init))
         return try await vault.location.openCache(key: opened.key, keyIsNew: opened.isNew)
+    }
+
+    /// The names tokenbrokerd.conf and the CLI accept are the stores'.
+    @Test func theConfigurationNamesEveryStore() {
+        #expect(KeyStoreKind.allCases.map(\.rawValue) == ConfigurationFile.keyStoreNames)
     }
 
     /// A new cache with only the file store: the key in `cache.key`, a record naming it, the same key next time.

@@ -10,13 +10,17 @@ import Synchronization
 /// Locked, the broker starts and answers, serves nothing sealed, and says why; it tries the store again at a
 /// request (at most every ``retryInterval``), and at `tokenbroker unlock`. Nothing is deleted or made anew.
 public final class CacheVault: Sendable {
-    private enum State {
-        case open(TokenCache, KeyRecord?, KeyMemory?)
-        case locked(KeyUnavailable)
+    /// Where the key is and, while the cache is locked, why (changed under the lock, with ``opened``).
+    private struct State {
+        var record: KeyRecord?
+        var key: KeyMemory?
+        var lock: KeyUnavailable?
     }
 
     /// How often a locked keyring or an unreachable TPM is tried again, at most.
     public static let retryInterval: Duration = .seconds(1)
+    /// The cache, once open: set once, read without a lock by every request.
+    private let opened = AtomicLazyReference<TokenCache>()
     private let state: Mutex<State>
     private let keys: KeyVault?
     private let logger: Logger
@@ -39,7 +43,8 @@ public final class CacheVault: Sendable {
         logger: Logger = Logger(label: "tokenbroker"),
         clock: any BrokerClock = .system
     ) {
-        state = Mutex(.open(cache, nil, nil))
+        state = Mutex(State())
+        _ = opened.storeIfNil(cache)
         keys = nil
         self.logger = logger
         self.clock = clock
@@ -48,7 +53,9 @@ public final class CacheVault: Sendable {
     /// A vault over `keys`, locked until ``open(passphrase:)`` finds the key.
     public init(keys: KeyVault, logger: Logger, clock: any BrokerClock = .system) {
         state = Mutex(
-            .locked(KeyUnavailable(store: nil, problem: .locked("the cache is being opened"), hint: "wait a moment"))
+            State(
+                lock: KeyUnavailable(store: nil, problem: .locked("the cache is being opened"), hint: "wait a moment")
+            )
         )
         self.keys = keys
         self.logger = logger
@@ -57,37 +64,19 @@ public final class CacheVault: Sendable {
 
     /// The cache, when it is open.
     public var cache: TokenCache? {
-        state.withLock { state in
-            guard case .open(let cache, _, _) = state else { return nil }
-            return cache
-        }
+        opened.load()
     }
 
     /// Why the cache is locked; nil when it is open.
     public var lock: KeyUnavailable? {
-        state.withLock { state in
-            guard case .locked(let reason) = state else { return nil }
-            return reason
-        }
+        state.withLock { $0.lock }
     }
 
     /// What status shows: where the key is, what that protects against, and why the cache is locked.
     public var status: KeyStoreStatus {
         let order = (keys?.order ?? []).map(\.rawValue)
         return state.withLock { state in
-            switch state {
-            case .open(_, let record, _):
-                guard let record else {
-                    return KeyStoreStatus(store: nil, protection: "held in memory only", order: order)
-                }
-                return KeyStoreStatus(
-                    store: record.store.rawValue,
-                    protection: record.store.protection,
-                    chosen: record.chosen,
-                    order: order,
-                    warning: record.store.warning
-                )
-            case .locked(let reason):
+            if let reason = state.lock {
                 return KeyStoreStatus(
                     store: reason.store?.rawValue,
                     protection: reason.store?.protection,
@@ -98,6 +87,16 @@ public final class CacheVault: Sendable {
                     hint: reason.hint
                 )
             }
+            guard let record = state.record else {
+                return KeyStoreStatus(store: nil, protection: "held in memory only", order: order)
+            }
+            return KeyStoreStatus(
+                store: record.store.rawValue,
+                protection: record.store.protection,
+                chosen: record.chosen,
+                order: order,
+                warning: record.store.warning
+            )
         }
     }
 
@@ -136,8 +135,9 @@ public final class CacheVault: Sendable {
             )
             // An unlock and a retry may both have found the key: the first cache to open is the one, always.
             let first = state.withLock { state -> Bool in
-                if case .open = state { return false }
-                state = .open(cache, opened.record, opened.key)
+                guard self.opened.load() == nil else { return false }
+                state = State(record: opened.record, key: opened.key)
+                _ = self.opened.storeIfNil(cache)
                 return true
             }
             guard first else { return nil }
@@ -215,7 +215,7 @@ public final class CacheVault: Sendable {
                 ?? KeyUnavailable(store: .passphrase, problem: .locked("locked"), hint: "try again")
         }
         if lock.store == .secretService {
-            if let problem = await onQueue({ SecretServiceKeyStore().unlock() }) {
+            if let problem = await onQueue({ self.keys?.askKeyringToUnlock() }) {
                 logger.info("the keyring did not unlock: \(problem)")
             }
         }
@@ -229,30 +229,31 @@ public final class CacheVault: Sendable {
         guard let keys else {
             throw KeyUnavailable(store: nil, problem: .failed("this cache has no key store"), hint: "nothing to move")
         }
-        let (cache, record, key) = try state.withLock {
-            state throws(KeyUnavailable) -> (TokenCache, KeyRecord?, KeyMemory?) in
-            switch state {
-            case .open(let cache, let record, let key): return (cache, record, key)
-            case .locked(let reason): throw reason
+        if let lock { throw lock }
+        // Read and replaced on the key stores' thread, so that two moves at once each start where the other ended.
+        let moves = await onQueue { () -> Result<(from: KeyRecord, to: KeyRecord), KeyUnavailable> in
+            let (record, key) = self.state.withLock { ($0.record, $0.key) }
+            guard let record, let key else {
+                return .failure(
+                    KeyUnavailable(store: nil, problem: .failed("this cache has no key record"), hint: "restart")
+                )
+            }
+            do throws(KeyStoreProblem) {
+                let moved = try keys.move(key, from: record, to: kind, passphrase: passphrase, chosen: true)
+                self.state.withLock { $0.record = moved }
+                return .success((record, moved))
+            } catch {
+                return .failure(
+                    KeyUnavailable(
+                        store: kind,
+                        problem: error,
+                        hint: "the key stays in the \(record.store.rawValue) store; make the \(kind.rawValue) store "
+                            + "reachable and move again"
+                    )
+                )
             }
         }
-        guard let record, let key else {
-            throw KeyUnavailable(store: nil, problem: .failed("this cache has no key record"), hint: "restart")
-        }
-        let moved: KeyRecord
-        do {
-            moved = try await onQueue { () throws(KeyStoreProblem) in
-                try keys.move(key, from: record, to: kind, passphrase: passphrase, chosen: true)
-            }
-        } catch {
-            throw KeyUnavailable(
-                store: kind,
-                problem: error,
-                hint:
-                    "the key stays in the \(record.store.rawValue) store; make the \(kind.rawValue) store reachable and move again"
-            )
-        }
-        state.withLock { $0 = .open(cache, moved, key) }
+        let record = try moves.get().from
         logger.notice(
             "the cache key moved",
             metadata: [
@@ -265,8 +266,8 @@ public final class CacheVault: Sendable {
 
     private func lockAndSay(_ reason: KeyUnavailable) {
         let changed = state.withLock { state -> Bool in
-            if case .locked(let old) = state, old.description == reason.description { return false }
-            state = .locked(reason)
+            if let old = state.lock, old.description == reason.description { return false }
+            state.lock = reason
             return true
         }
         if changed {

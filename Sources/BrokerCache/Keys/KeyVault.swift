@@ -57,6 +57,7 @@ public final class KeyVault: Sendable {
     /// The stores a new key is offered to, in order.
     public let order: [KeyStoreKind]
     private let stores: [KeyStoreKind: any KeyStore]
+    private let keyring = SecretServiceKeyStore()
     private let afterStep: @Sendable (MoveStep) -> Void
 
     /// A vault over `location`'s files trying `order`; `environment` names the TPM's TCTI
@@ -70,7 +71,7 @@ public final class KeyVault: Sendable {
         self.location = location
         self.order = order.isEmpty ? KeyStoreKind.defaultOrder : order
         stores = [
-            .secretService: SecretServiceKeyStore(),
+            .secretService: keyring,
             .tpm: TPMKeyStore(tcti: TPMKeyStore.tcti(environment: environment)),
             .passphrase: PassphraseKeyStore(),
             .file: FileKeyStore(url: location.keyURL),
@@ -107,7 +108,8 @@ public final class KeyVault: Sendable {
         }
         if let record { return try openRecorded(record, passphrase: passphrase) }
         if let key = try loadLegacyFile() {
-            return settle(key, in: KeyRecord(store: .file, cacheID: KeyRecord.newCacheID(), chosen: false))
+            let record = KeyRecord(store: .file, cacheID: KeyRecord.newCacheID(), chosen: false)
+            return settle(key, in: record, written: false)
         }
         guard !SQLiteTokenStore.holdsData(at: location.databaseURL) else {
             throw KeyUnavailable(
@@ -148,6 +150,11 @@ public final class KeyVault: Sendable {
         return discardPrevious(moved, cacheID: record.cacheID)
     }
 
+    /// Asks the keyring to unlock its default collection (on a desktop, its own prompt); nil when it did.
+    func askKeyringToUnlock() -> KeyStoreProblem? {
+        keyring.unlock()
+    }
+
     private func store(_ kind: KeyStoreKind) -> any KeyStore {
         stores[kind] ?? FileKeyStore(url: location.keyURL)
     }
@@ -168,12 +175,12 @@ public final class KeyVault: Sendable {
         var notes: [String] = []
         if record.previous != nil { record = discardPrevious(record, cacheID: record.cacheID) }
         if record.store != .file { notes += removeStrayKeyFile(matching: key) }
-        return settle(key, in: record, notes: notes)
+        return settle(key, in: record, written: true, notes: notes)
     }
 
     /// A plain key file the user did not choose moves to the first better store that takes it; else the record
-    /// is written as it is.
-    private func settle(_ key: KeyMemory, in record: KeyRecord, notes: [String] = []) -> Opened {
+    /// is written as it is, unless it is `written` already.
+    private func settle(_ key: KeyMemory, in record: KeyRecord, written: Bool, notes: [String] = []) -> Opened {
         var notes = notes
         guard record.store == .file, !record.chosen else { return Opened(key: key, record: record, notes: notes) }
         for kind in order.prefix(while: { $0 != .file }) where kind != .passphrase {
@@ -188,7 +195,7 @@ public final class KeyVault: Sendable {
                 break
             }
         }
-        if (try? KeyRecord.read(location.keyRecordURL)) != record {
+        if !written {
             do {
                 try write(record)
             } catch {

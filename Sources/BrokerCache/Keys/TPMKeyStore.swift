@@ -18,43 +18,37 @@ struct TPMKeyStore: KeyStore {
     func load(_ record: KeyRecord, passphrase: Passphrase?) throws(KeyStoreProblem) -> KeyMemory {
         guard let sealed = record.sealed else { throw .failed("the key record holds no TPM-sealed key") }
         if let problem = deviceProblem() { throw problem }
-        var status = (code: TB_KEY_FAILED, message: String?.none)
-        let key: KeyMemory?
-        do {
-            key = try KeyMemory.filled { output in
-                status = sealed.withUnsafeBytes { blob in
-                    withMessage { message in
-                        tb_tpm_unseal(
-                            tcti,
-                            blob.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                            blob.count,
-                            output.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                            output.count,
-                            message
-                        )
-                    }
+        let unsealed = sealed.withUnsafeBytes { blob in
+            Result { () throws(KeyStoreProblem) in
+                try StoreAnswer.key { output, count, message in
+                    tb_tpm_unseal(
+                        tcti,
+                        blob.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                        blob.count,
+                        output,
+                        count,
+                        message
+                    )
                 }
-                return status.code == TB_KEY_OK
             }
-        } catch {
-            throw .failed("cannot reserve memory for the cache key")
         }
+        let (key, answer) = try unsealed.get()
         if let key { return key }
-        if status.code == TB_KEY_WRONG_DEVICE {
+        if answer.code == TB_KEY_WRONG_DEVICE {
             throw .failed(
-                (status.message ?? "this TPM cannot unseal the cache key")
+                (answer.message ?? "this TPM cannot unseal the cache key")
                     + ": this state directory was sealed on another machine (or its TPM was cleared); nothing was changed"
             )
         }
-        throw SecretServiceKeyStore.problem(status) ?? .failed("the TPM did not unseal the key")
+        throw answer.problem ?? .failed("the TPM did not unseal the key")
     }
 
     func save(_ key: KeyMemory, into record: inout KeyRecord, passphrase: Passphrase?) throws(KeyStoreProblem) {
         if let problem = deviceProblem() { throw problem }
         var blob: UnsafeMutablePointer<UInt8>?
         var length = 0
-        let status = key.withUnsafeBytes { bytes in
-            withMessage { message in
+        let answer = key.withUnsafeBytes { bytes in
+            StoreAnswer { message in
                 tb_tpm_seal(
                     tcti,
                     bytes.baseAddress?.assumingMemoryBound(to: UInt8.self),
@@ -66,7 +60,7 @@ struct TPMKeyStore: KeyStore {
             }
         }
         defer { free(blob) }
-        if let problem = SecretServiceKeyStore.problem(status) { throw problem }
+        if let problem = answer.problem { throw problem }
         guard let blob else { throw .failed("the TPM returned no sealed key") }
         record.sealed = Data(bytes: blob, count: length)
     }
