@@ -3,9 +3,11 @@ public import BrokerProtocol
 import Logging
 
 extension TokenBroker {
-    /// Opens the cache at start (the key found, or the cache left locked, saying why), then loads the grants.
+    /// Opens the cache at start: the key found, or the cache left locked, saying why.
+    ///
+    /// The managed-identity endpoint loads the grants as it starts; a cache that opens later loads them then.
     public func openCache() async {
-        if await vault.open() { await loadGrants() }
+        await vault.open()
     }
 
     /// For a request that needs the cache: tries a locked keyring or TPM again when it is time; the request then
