@@ -21,6 +21,22 @@ public enum Freshness: Sendable, Hashable, Comparable {
         return .fresh
     }
 
+    /// The seconds in which `token` is ``fresh`` for a caller that needs `minimumValidity`: `of(token, now:
+    /// minimumValidity) == .fresh` exactly when the range contains `now` (empty when it never is).
+    public static func freshSeconds(of token: AccessToken, minimumValidity: Duration = .zero) -> Range<Int64> {
+        let needed = max(expiryBuffer, minimumValidity).components.seconds
+        let start = minus(token.cachedAt, expiryBuffer.components.seconds)
+        var end = minus(token.expiresOn, needed)
+        if let refreshOn = token.refreshOn { end = min(end, refreshOn) }
+        return start..<max(start, end)
+    }
+
+    /// `value - amount`, held at the bounds of `Int64` (an imported entry may carry any time).
+    private static func minus(_ value: Int64, _ amount: Int64) -> Int64 {
+        let (difference, overflow) = value.subtractingReportingOverflow(amount)
+        return overflow ? (amount > 0 ? .min : .max) : difference
+    }
+
     /// Fresh beats refresh-due beats expired.
     public static func < (lhs: Freshness, rhs: Freshness) -> Bool {
         lhs.rank < rhs.rank

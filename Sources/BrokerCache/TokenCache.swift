@@ -16,6 +16,7 @@ public final class TokenCache: Sendable {
     /// Whether the database was missing beside an existing key when the cache was opened (it started empty).
     public let databaseWasMissing: Bool
     private let failures = Mutex<WriteFailures>(WriteFailures())
+    private let changeCount = Atomic<UInt64>(0)
     private let logger: Logger?
     private let clock: any BrokerClock
 
@@ -64,11 +65,22 @@ public final class TokenCache: Sendable {
         try contents.read(body)
     }
 
+    /// How many commits changed the contents so far: an answer worked out from the contents holds while this stays.
+    ///
+    /// Read it inside ``read(_:)`` to pair it with what was read there; it moves under the exclusive lock, with
+    /// the contents, and before ``commit(_:)`` returns.
+    public var generation: UInt64 {
+        changeCount.load(ordering: .acquiring)
+    }
+
     /// Writes `changes` durably, then applies them in memory.
     public func commit(_ changes: CacheChanges) async throws {
         do {
             try await store.commit(changes) {
-                self.contents.write { $0.apply(changes) }
+                self.contents.write {
+                    $0.apply(changes)
+                    self.changeCount.add(1, ordering: .releasing)
+                }
             }
         } catch {
             let reason = String(String(describing: error).prefix(300))

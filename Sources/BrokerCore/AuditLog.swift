@@ -29,10 +29,7 @@ public final class AuditLog: Sendable {
     /// Who got what: everything an audit line says.
     struct Issuance: Hashable {
         let caller: CallerFields
-        let clientId: String
-        let scopes: String
-        let account: String
-        let source: String
+        let issue: TokenIssue
     }
 
     /// An audit log writing to `logger`, coalescing repeats within `window`.
@@ -47,6 +44,21 @@ public final class AuditLog: Sendable {
         self.state = Mutex(State(windowStart: clock.elapsed))
     }
 
+    /// What a token issuance's audit line says besides the caller and the correlation id.
+    struct TokenIssue: Hashable, Sendable {
+        let clientId: String
+        let scopes: String
+        let account: String
+        let source: String
+
+        init(clientId: String, scopes: [String], account: Account, source: TokenSource) {
+            self.clientId = clientId
+            self.scopes = scopes.joined(separator: " ")
+            self.account = account.username.isEmpty ? account.identifier : account.username
+            self.source = source.rawValue
+        }
+    }
+
     func tokenIssued(
         to caller: Caller,
         clientId: String,
@@ -55,13 +67,15 @@ public final class AuditLog: Sendable {
         source: TokenSource,
         correlationId: String
     ) {
-        let issuance = Issuance(
-            caller: CallerFields(caller),
-            clientId: clientId,
-            scopes: scopes.joined(separator: " "),
-            account: account.username.isEmpty ? account.identifier : account.username,
-            source: source.rawValue
+        tokenIssued(
+            TokenIssue(clientId: clientId, scopes: scopes, account: account, source: source),
+            to: caller,
+            correlationId: correlationId
         )
+    }
+
+    func tokenIssued(_ issue: TokenIssue, to caller: Caller, correlationId: String) {
+        let issuance = Issuance(caller: CallerFields(caller), issue: issue)
         guard window > .zero else { return write(issuance, correlationId: correlationId, repeats: nil) }
         let instant = clock.elapsed
         let (isFirst, summaries) = state.withLock { state -> (Bool, [Issuance: Int]) in
@@ -71,12 +85,12 @@ public final class AuditLog: Sendable {
                 state.repeats.removeAll(keepingCapacity: true)
                 state.windowStart = instant
             }
-            if let count = state.repeats[issuance] {
-                state.repeats[issuance] = count + 1
-                return (false, summaries)
-            }
-            state.repeats[issuance] = 0
-            return (true, summaries)
+            // -1 for an issuance not seen in this window: its first becomes 0 repeats, and is written now.
+            let repeats = { (count: inout Int) -> Int in
+                count += 1
+                return count
+            }(&state.repeats[issuance, default: -1])
+            return (repeats == 0, summaries)
         }
         for (repeated, count) in summaries { write(repeated, correlationId: nil, repeats: count) }
         if isFirst { write(issuance, correlationId: correlationId, repeats: nil) }
@@ -100,10 +114,10 @@ public final class AuditLog: Sendable {
 
     private func write(_ issuance: Issuance, correlationId: String?, repeats: Int?) {
         var metadata = issuance.caller.metadata
-        metadata["client_id"] = "\(issuance.clientId)"
-        metadata["scopes"] = "\(issuance.scopes)"
-        metadata["account"] = "\(issuance.account)"
-        metadata["source"] = "\(issuance.source)"
+        metadata["client_id"] = "\(issuance.issue.clientId)"
+        metadata["scopes"] = "\(issuance.issue.scopes)"
+        metadata["account"] = "\(issuance.issue.account)"
+        metadata["source"] = "\(issuance.issue.source)"
         if let correlationId { metadata["correlation_id"] = "\(correlationId)" }
         if let repeats {
             metadata["repeats"] = "\(repeats)"

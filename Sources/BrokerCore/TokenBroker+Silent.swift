@@ -15,12 +15,16 @@ extension TokenBroker {
         caller: Caller
     ) throws(BrokerFailure) -> Answer<AcquireTokenResult> {
         let request = try SilentRequest(params.authParameters, broker: self)
-        let found = try cache.read { contents throws(BrokerFailure) in
-            try request.lookUp(in: contents, now: nowSeconds)
+        let cache = try cache
+        let now = nowSeconds
+        let (found, generation) = try cache.read { contents throws(BrokerFailure) in
+            (try request.lookUp(in: contents, now: now), cache.generation)
         }
         let correlationId = params.correlationId ?? UUID().uuidString
         if let token = found.accessToken, found.freshness == .fresh, !request.bypassesCache {
-            return .now(issue(token, from: found, request: request, correlationId: correlationId, caller: caller))
+            let result = issue(token, from: found, request: request, correlationId: correlationId, caller: caller)
+            remember(result, for: params.authParameters, seconds: found.answerHolds, generation: generation)
+            return .now(result)
         }
         return .later { _ throws(BrokerFailure) in
             try await self.refreshed(request, found: found, correlationId: correlationId, caller: caller)
@@ -73,6 +77,33 @@ extension TokenBroker {
             correlationId: correlationId
         )
         return AcquireTokenResult(brokerTokenResponse: result)
+    }
+
+    /// Keeps a cached token's answer encoded for the requests that ask the same (see ``CachedAnswers``).
+    private func remember(
+        _ result: AcquireTokenResult,
+        for parameters: AuthParameters,
+        seconds: Range<Int64>?,
+        generation: UInt64
+    ) {
+        var blank = result
+        blank.brokerTokenResponse.correlationId = ""
+        guard let seconds, !seconds.isEmpty, let template = ResponseTemplate(blank) else { return }
+        let response = result.brokerTokenResponse
+        cachedAnswers.remember(
+            CachedAnswers.Answer(
+                generation: generation,
+                seconds: seconds,
+                template: template,
+                issue: AuditLog.TokenIssue(
+                    clientId: parameters.clientId,
+                    scopes: response.grantedScopes,
+                    account: response.account,
+                    source: .cache
+                )
+            ),
+            for: parameters
+        )
     }
 
     /// Hands a cached token out: the result, and its audit line.
@@ -176,6 +207,17 @@ struct SilentRequest: Sendable {
             }
             best = (token, stored, freshness)
         }
+        var answerHolds: Range<Int64>?
+        if let best, best.freshness == .fresh {
+            // The same token is the answer until it stops being fresh, or another one becomes fresh (only one cached
+            // "in the future" can, as time goes on).
+            var end = Freshness.freshSeconds(of: best.token, minimumValidity: minimumValidity).upperBound
+            for (token, stored) in candidates where scopes.isSatisfied(by: stored) {
+                let window = Freshness.freshSeconds(of: token, minimumValidity: minimumValidity)
+                if !window.isEmpty, window.lowerBound > now { end = min(end, window.lowerBound) }
+            }
+            answerHolds = now..<max(now, end)
+        }
         let idToken =
             contents.idToken(
                 homeAccountId: account.homeAccountId,
@@ -190,6 +232,7 @@ struct SilentRequest: Sendable {
             accessToken: best?.token,
             grantedScopes: best?.scopes.scopes ?? [],
             freshness: best?.freshness,
+            answerHolds: answerHolds,
             fallback: fallback,
             idToken: idToken?.token.secret,
             clientInfo: contents.clientInfo(of: account)
@@ -238,6 +281,8 @@ struct CacheLookup: Sendable {
     let accessToken: AccessToken?
     let grantedScopes: [String]
     let freshness: Freshness?
+    /// When the lookup was for a fresh token: the seconds in which the same lookup gives the same answer.
+    let answerHolds: Range<Int64>?
     /// The cached token that still serves while the provider is down: unexpired, with the caller's
     /// minimum validity, even inside the 5-minute buffer.
     let fallback: (token: AccessToken, scopes: ScopeSet)?

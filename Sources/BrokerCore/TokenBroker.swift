@@ -30,6 +30,8 @@ public final class TokenBroker: Sendable {
     let refreshes = SingleFlight<RefreshKey, TokenResult, BrokerFailure>()
     /// Interactive sign-ins running, by correlation id.
     let flows = FlowRegistry()
+    /// Silent requests' answers from the cache, kept encoded.
+    let cachedAnswers = CachedAnswers()
     /// The managed-identity endpoint's grants, kept in the cache's store.
     public let grants: GrantBook
 

@@ -43,8 +43,23 @@ struct Dispatcher: Sendable {
     /// connections, and parsing a megabyte takes long enough to keep them all waiting.
     static let largeFrameBytes = 64 << 10
 
-    func decode(_ frame: ByteBuffer) -> Result<IncomingRequest, RequestRejection> {
-        decoder.decode(Array(frame.readableBytesView))
+    /// Answers a frame on the event loop: a remembered cached-token answer when the frame is a plain silent
+    /// request that has one (see ``SilentRequestReader``), else whatever ``prepare(_:caller:onEventLoop:)`` does
+    /// with the decoded request, or the rejection of one that does not decode.
+    func answerOnEventLoop(_ frame: ByteBuffer, caller: Caller) -> Prepared {
+        let bytes = Array(frame.readableBytesView)
+        if let (id, params) = SilentRequestReader.read(bytes) {
+            if let response = broker.rememberedAnswer(params, id: id, caller: caller) {
+                metrics.succeeded.add(1, ordering: .relaxed)
+                return .answered(ByteBuffer(bytes: response))
+            }
+            let request = IncomingRequest(id: id, call: Call<Methods.AcquireTokenSilently>(params))
+            return prepare(request, caller: caller, onEventLoop: true)
+        }
+        switch decoder.decode(bytes) {
+        case .failure(let rejection): return .answered(response(to: rejection))
+        case .success(let request): return prepare(request, caller: caller, onEventLoop: true)
+        }
     }
 
     /// Decodes a large frame on NIO's thread pool.

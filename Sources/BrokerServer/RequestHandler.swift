@@ -43,16 +43,11 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .frame(let frame) where frame.readableBytes > Dispatcher.largeFrameBytes:
             context.fireChannelRead(wrapInboundOut(.largeFrame(frame)))
         case .frame(let frame):
-            switch dispatcher.decode(frame) {
-            case .failure(let rejection):
-                if let response = dispatcher.response(to: rejection) { write(response, context: context) }
-            case .success(let request):
-                switch dispatcher.prepare(request, caller: caller, onEventLoop: true) {
-                case .answered(let response):
-                    if let response { write(response, context: context) }
-                case .later(let pending):
-                    context.fireChannelRead(wrapInboundOut(.request(pending)))
-                }
+            switch dispatcher.answerOnEventLoop(frame, caller: caller) {
+            case .answered(let response):
+                if let response { write(response, context: context) }
+            case .later(let pending):
+                context.fireChannelRead(wrapInboundOut(.request(pending)))
             }
         case .frameTooLarge:
             context.fireChannelRead(wrapInboundOut(.frameTooLarge))

@@ -87,4 +87,27 @@ struct FreshnessTests {
         #expect(Freshness.of(token(expiresIn: 3600, refreshIn: 600), now: now) == .fresh)
         #expect(Freshness.of(token(expiresIn: 3600, cachedAgo: -3600), now: now) == .expired)
     }
+
+    /// The fresh window holds exactly the seconds in which the token is fresh: a remembered answer relies on it.
+    @Test func theFreshWindowIsExactlyWhenTheTokenIsFresh() {
+        let now: Int64 = 1_000_000
+        let tokens = [
+            token(expiresIn: 3600), token(expiresIn: 301), token(expiresIn: 300), token(expiresIn: -10),
+            token(expiresIn: 3600, refreshIn: 600), token(expiresIn: 3600, refreshIn: -1),
+            token(expiresIn: 3600, cachedAgo: -3600), token(expiresIn: 3600, cachedAgo: -200),
+        ]
+        for token in tokens {
+            for minimum in [Duration.zero, .seconds(1800)] {
+                let window = Freshness.freshSeconds(of: token, minimumValidity: minimum)
+                for instant in stride(from: now - 4000, through: now + 4000, by: 1) {
+                    let fresh = Freshness.of(token, now: instant, minimumValidity: minimum) == .fresh
+                    #expect(window.contains(instant) == fresh, "at \(instant - now) s, minimum \(minimum)")
+                }
+            }
+        }
+        var extreme = token(expiresIn: 0)
+        extreme.expiresOn = .min
+        extreme.cachedAt = .min
+        #expect(Freshness.freshSeconds(of: extreme).isEmpty)
+    }
 }

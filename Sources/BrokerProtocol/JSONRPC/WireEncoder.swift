@@ -31,6 +31,67 @@ package struct WireEncoder: Sendable {
     }
 }
 
+extension WireEncoder {
+    /// A JSON string: `"` and `\` escaped, control characters as `\n`, `\t`, … or `\u00XX`; everything else
+    /// (including `/` and non-ASCII) as UTF-8.
+    package static func appendString(_ string: String, to output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        var string = string
+        string.withUTF8 { bytes in
+            let raw = UnsafeRawBufferPointer(bytes)
+            var runStart = 0
+            var index = 0
+            while index < bytes.count {
+                // Skip eight plain bytes at a time: no control character, quote or backslash among them.
+                if index + 8 <= bytes.count, !needsEscape(raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)) {
+                    index += 8
+                    continue
+                }
+                let byte = bytes[index]
+                index += 1
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                let escaped = index - 1
+                if runStart < escaped {
+                    output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<escaped]))
+                }
+                runStart = index
+                output.append(UInt8(ascii: "\\"))
+                switch byte {
+                case UInt8(ascii: "\""): output.append(UInt8(ascii: "\""))
+                case UInt8(ascii: "\\"): output.append(UInt8(ascii: "\\"))
+                case 0x0A: output.append(UInt8(ascii: "n"))
+                case 0x0D: output.append(UInt8(ascii: "r"))
+                case 0x09: output.append(UInt8(ascii: "t"))
+                case 0x08: output.append(UInt8(ascii: "b"))
+                case 0x0C: output.append(UInt8(ascii: "f"))
+                default:
+                    output.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+                    output.append(Self.hexDigits[Int(byte >> 4)])
+                    output.append(Self.hexDigits[Int(byte & 0x0F)])
+                }
+            }
+            if runStart < bytes.count { output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...])) }
+        }
+        output.append(UInt8(ascii: "\""))
+    }
+
+    /// Whether any of the eight bytes in `word` is below 0x20, a quote or a backslash (SWAR: each test sets the
+    /// high bit of the bytes that match).
+    @inline(__always)
+    private static func needsEscape(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let quote = word ^ (ones &* 0x22)
+        let backslash = word ^ (ones &* 0x5C)
+        let control = (word &- (ones &* 0x20)) & ~word
+        let quoteZero = (quote &- ones) & ~quote
+        let backslashZero = (backslash &- ones) & ~backslash
+        return (control | quoteZero | backslashZero) & highs != 0
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+}
+
 /// Why a value could not be encoded.
 package struct WireEncodingError: Error, Sendable, CustomStringConvertible {
     /// What went wrong, with the coding path.
@@ -133,70 +194,12 @@ private final class StreamState {
     func writeString(_ string: String) {
         // One access to `output` for the whole string: appending inside the loop would pay a dynamic
         // exclusivity check per append.
-        Self.appendString(string, to: &output)
-    }
-
-    /// A JSON string: `"` and `\` escaped, control characters as `\n`, `\t`, … or `\u00XX`; everything else
-    /// (including `/` and non-ASCII) as UTF-8.
-    private static func appendString(_ string: String, to output: inout [UInt8]) {
-        output.append(UInt8(ascii: "\""))
-        var string = string
-        string.withUTF8 { bytes in
-            let raw = UnsafeRawBufferPointer(bytes)
-            var runStart = 0
-            var index = 0
-            while index < bytes.count {
-                // Skip eight plain bytes at a time: no control character, quote or backslash among them.
-                if index + 8 <= bytes.count, !needsEscape(raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)) {
-                    index += 8
-                    continue
-                }
-                let byte = bytes[index]
-                index += 1
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                let escaped = index - 1
-                if runStart < escaped {
-                    output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<escaped]))
-                }
-                runStart = index
-                output.append(UInt8(ascii: "\\"))
-                switch byte {
-                case UInt8(ascii: "\""): output.append(UInt8(ascii: "\""))
-                case UInt8(ascii: "\\"): output.append(UInt8(ascii: "\\"))
-                case 0x0A: output.append(UInt8(ascii: "n"))
-                case 0x0D: output.append(UInt8(ascii: "r"))
-                case 0x09: output.append(UInt8(ascii: "t"))
-                case 0x08: output.append(UInt8(ascii: "b"))
-                case 0x0C: output.append(UInt8(ascii: "f"))
-                default:
-                    output.append(contentsOf: [UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
-                    output.append(hexDigits[Int(byte >> 4)])
-                    output.append(hexDigits[Int(byte & 0x0F)])
-                }
-            }
-            if runStart < bytes.count { output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...])) }
-        }
-        output.append(UInt8(ascii: "\""))
-    }
-
-    /// Whether any of the eight bytes in `word` is below 0x20, a quote or a backslash (SWAR: each test sets the
-    /// high bit of the bytes that match).
-    @inline(__always)
-    private static func needsEscape(_ word: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
-        let quote = word ^ (ones &* 0x22)
-        let backslash = word ^ (ones &* 0x5C)
-        let control = (word &- (ones &* 0x20)) & ~word
-        let quoteZero = (quote &- ones) & ~quote
-        let backslashZero = (backslash &- ones) & ~backslash
-        return (control | quoteZero | backslashZero) & highs != 0
+        WireEncoder.appendString(string, to: &output)
     }
 
     private static let trueBytes = Array("true".utf8)
     private static let falseBytes = Array("false".utf8)
     private static let nullBytes = Array("null".utf8)
-    private static let hexDigits = Array("0123456789abcdef".utf8)
 }
 
 /// The `Encoder` handed to one value's `encode(to:)`.

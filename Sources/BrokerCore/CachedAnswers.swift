@@ -1,0 +1,64 @@
+import BrokerCache
+public import BrokerProtocol
+import Foundation
+
+/// Answers to silent requests that the cache gave at once, kept encoded: the next identical request gets the same
+/// bytes with its own id and correlation id spliced in, without validating, looking up or encoding again.
+///
+/// An answer holds while the cache's contents are those it was worked out from (their ``TokenCache/generation``)
+/// and the clock is inside the seconds in which the same lookup gives the same token: from when it was worked out
+/// until the token stops being fresh, or another token for the request would become fresh (one cached "in the
+/// future" by a skewed clock). A clock that went back, a change to the cache, or a full table means working it out
+/// again. Requests are keyed by all their auth parameters, so two requests that differ in anything never share
+/// an answer.
+final class CachedAnswers: Sendable {
+    struct Answer: Sendable {
+        let generation: UInt64
+        let seconds: Range<Int64>
+        let template: ResponseTemplate
+        let issue: AuditLog.TokenIssue
+    }
+
+    /// The most requests remembered; past it the table starts again (apps ask for a few tokens over and over).
+    static let capacity = 1024
+
+    private let answers = ReadWriteLocked<[AuthParameters: Answer]>([:])
+
+    /// The answer for `parameters` if it holds at `now` for the cache's `generation`.
+    func answer(for parameters: AuthParameters, generation: UInt64, now: Int64) -> Answer? {
+        guard let answer = answers.read({ $0[parameters] }), answer.generation == generation,
+            answer.seconds.contains(now)
+        else { return nil }
+        return answer
+    }
+
+    /// Remembers the answer a lookup gave.
+    func remember(_ answer: Answer, for parameters: AuthParameters) {
+        answers.write { answers in
+            if answers.count >= Self.capacity, answers[parameters] == nil { answers.removeAll(keepingCapacity: true) }
+            answers[parameters] = answer
+        }
+    }
+}
+
+extension TokenBroker {
+    /// The response line for a silent request whose answer is remembered (see ``CachedAnswers``): a cached token,
+    /// answered as ``answerSilently(_:caller:)`` would, with its audit line; nil when nothing is remembered for it, or
+    /// what is no longer holds.
+    public func rememberedAnswer(
+        _ params: AcquireTokenSilentlyParams,
+        id: RequestID,
+        caller: Caller
+    ) -> [UInt8]? {
+        guard let cache = vault.cache,
+            let answer = cachedAnswers.answer(
+                for: params.authParameters,
+                generation: cache.generation,
+                now: nowSeconds
+            )
+        else { return nil }
+        let correlationId = params.correlationId ?? UUID().uuidString
+        audit.tokenIssued(answer.issue, to: caller, correlationId: correlationId)
+        return answer.template.response(id: id, correlationId: correlationId)
+    }
+}
