@@ -26,6 +26,7 @@ actor IdentityProvider {
     private var faults = FaultQueue()
     private var tokenDelay: Duration = .zero
     private var tokenRequests = 0
+    private var tokenAnswerTime: Duration = .zero
     private var tokenRequestsByGrant = [
         "authorization_code": 0,
         "refresh_token": 0,
@@ -60,6 +61,11 @@ actor IdentityProvider {
         }
         let fault = faults.take(grantType: grantType)
         return Admission(fault: fault, delay: tokenDelay + (fault?.delay ?? .zero))
+    }
+
+    /// Adds the time the v2.0 token endpoint took to work out one answer (its delay and faults' delays not included).
+    func recordTokenAnswer(took duration: Duration) {
+        tokenAnswerTime += duration
     }
 
     /// Counts a `GET` of the authorization endpoint.
@@ -116,6 +122,7 @@ actor IdentityProvider {
     func stats() -> ProviderStats {
         ProviderStats(
             tokenRequests: tokenRequests,
+            tokenAnswerMicroseconds: Int(tokenAnswerTime / .microseconds(1)),
             byGrant: tokenRequestsByGrant,
             v1TokenRequests: v1TokenRequests,
             v1ByGrant: v1TokenRequestsByGrant,

@@ -33,6 +33,10 @@ struct ProviderStats: Encodable {
     /// Requests to the v2.0 token endpoint, counted before faults are applied.
     let tokenRequests: Int
 
+    /// The time the v2.0 token endpoint spent working out its answers, in microseconds (from the request read to
+    /// the response built: what a benchmark subtracts to find the broker's own share of a refresh).
+    let tokenAnswerMicroseconds: Int
+
     /// Requests to the v2.0 token endpoint by `grant_type`.
     let byGrant: [String: Int]
 

@@ -39,6 +39,13 @@ struct TokenEndpoint: Sendable {
 
     /// Answers one token request; the `client-request-id` header comes back as a header and as `correlation_id`.
     func handle(_ request: HTTPRequest) async -> HTTPResponse {
+        let started = ContinuousClock.now
+        let response = await respond(to: request)
+        if version == .v2 { await provider.recordTokenAnswer(took: ContinuousClock.now - started) }
+        return response
+    }
+
+    private func respond(to request: HTTPRequest) async -> HTTPResponse {
         let now = Date()
         let correlationID = request.header("client-request-id") ?? Random.uuid()
         let form = request.form
