@@ -167,7 +167,10 @@ let package = Package(
         .executableTarget(
             name: "tokenbroker",
             dependencies: ["BrokerClient", "BrokerProtocol", "BrokerSettings", argumentParser],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            // A fully static release CLI: no dynamic loader, no relocations of a large position-independent binary,
+            // so a process per token (scripts, git, kubectl) starts in about a millisecond (BENCHMARKS.md).
+            linkerSettings: [.unsafeFlags(["-static-executable"], .when(configuration: .release))]
         ),
         // Benchmark driver (release build, never a test).
         .executableTarget(

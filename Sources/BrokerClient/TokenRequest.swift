@@ -53,7 +53,7 @@ public struct TokenRequest: Sendable, Hashable {
     }
 
     /// The wire form.
-    var authParameters: AuthParameters {
+    package var authParameters: AuthParameters {
         AuthParameters(
             clientId: clientId,
             authority: authority,

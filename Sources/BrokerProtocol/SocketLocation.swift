@@ -34,10 +34,15 @@ public enum SocketLocation {
         environment: [String: String] = ProcessInfo.processInfo.environment,
         uid: UInt32 = getuid()
     ) -> String {
-        if let path = environment[overrideVariable], !path.isEmpty {
+        resolve(variable: { environment[$0] }, uid: uid)
+    }
+
+    /// The path to use, by the four rules above, reading the environment through `variable`.
+    public static func resolve(variable: (String) -> String?, uid: UInt32 = getuid()) -> String {
+        if let path = variable(overrideVariable), !path.isEmpty {
             return path
         }
-        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") {
+        if let runtime = variable("XDG_RUNTIME_DIR"), runtime.hasPrefix("/") {
             return runtime + "/" + runtimeRelativePath
         }
         let userRuntime = userRuntimeDirectory(uid: uid)

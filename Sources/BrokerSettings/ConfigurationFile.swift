@@ -1,4 +1,10 @@
+import Glibc
+
+#if canImport(FoundationEssentials)
+public import FoundationEssentials
+#else
 public import Foundation
+#endif
 
 /// The user's configuration file, `tokenbrokerd.conf`: `key = value` lines, `#` comments.
 ///
@@ -166,9 +172,17 @@ public struct ConfigurationFile: Sendable {
 
     private static func assignment(_ raw: Substring) -> (key: String, value: String)? {
         let line = raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        let parts = line.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+        let parts = line.split(separator: "=", maxSplits: 1).map { Self.trimmed($0) }
         guard parts.count == 2, !parts[0].isEmpty else { return nil }
         return (parts[0], parts[1])
+    }
+
+    /// `text` without the spaces and tabs around it.
+    private static func trimmed(_ text: Substring) -> String {
+        let isBlank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = text.firstIndex(where: { !isBlank($0) }), let last = text.lastIndex(where: { !isBlank($0) })
+        else { return "" }
+        return String(text[first...last])
     }
 
     private static func isBlank(_ raw: Substring) -> Bool {

@@ -10,7 +10,6 @@ import Foundation
 #endif
 
 /// `tokenbroker`: drive the user's token broker from a terminal or a script.
-@main
 struct CLI: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tokenbroker",

@@ -8,7 +8,7 @@ import Synchronization
 /// on setting up concurrency (about 2 ms of a 5 ms process, measured). Concurrent calls queue behind each other;
 /// a call cannot be cancelled once sent (the process can be). Notifications for the running call are delivered
 /// on the calling thread while it waits; a listener must not call the broker itself (the call lock is held).
-final class BlockingConnection: Transport {
+package final class BlockingConnection: Transport {
     let socketPath: String
     /// Held for the whole of a call: calls run one at a time.
     private let state: Mutex<State>
@@ -33,7 +33,7 @@ final class BlockingConnection: Transport {
     }
 
     /// Connects to the socket at `path`.
-    static func connect(to path: String) throws(BrokerError) -> BlockingConnection {
+    package static func connect(to path: String) throws(BrokerError) -> BlockingConnection {
         try checkSocketDirectory(path)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw BrokerError(.internal, "cannot create a socket") }
@@ -102,6 +102,28 @@ final class BlockingConnection: Transport {
                 default:
                     // An answer to an earlier, abandoned call: not ours.
                     continue
+                }
+            }
+        }
+    }
+
+    /// `acquireTokenSilently` written and read without Codable (see ``SilentCall``), for a tool whose run is this one
+    /// call: the token, or nil when the broker answered anything else (ask again through ``call(_:_:)``, which reads
+    /// and reports every answer).
+    package func silentToken(_ request: TokenRequest) throws(BrokerError) -> SilentCall.Token? {
+        try state.withLock { (state) throws(BrokerError) -> SilentCall.Token? in
+            guard state.fd >= 0 else { throw BrokerError(.connectionLost, "the connection to the broker is closed") }
+            let id = state.nextID
+            state.nextID += 1
+            guard
+                let line = SilentCall.requestLine(request.authParameters, correlationId: request.correlationId, id: id)
+            else { return nil }
+            try Self.send(line, on: state.fd)
+            while true {
+                switch SilentCall.read(try Self.readLine(&state), id: id) {
+                case .token(let token): return token
+                case .otherAnswer: return nil
+                case .notForThisCall: continue
                 }
             }
         }
