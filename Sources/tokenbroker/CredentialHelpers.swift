@@ -201,48 +201,54 @@ struct KubeCredential: AsyncParsableCommand {
 
     static let apiVersions = ["client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"]
 
-    private struct ExecInfo: Decodable {
-        let apiVersion: String?
+    /// What KUBERNETES_EXEC_INFO asks for: the apiVersion to answer in, or why it cannot be read.
+    static func requestedAPIVersion() -> Result<String, Failure> {
+        guard let info = getenv("KUBERNETES_EXEC_INFO").map({ String(cString: $0) }), !info.isEmpty else {
+            return .success(apiVersions[0])
+        }
+        guard case .success(let version) = SilentCall.stringMember("apiVersion", ofObject: Array(info.utf8)) else {
+            return .failure(
+                Failure(
+                    "kube-credential: KUBERNETES_EXEC_INFO is not an ExecCredential in JSON",
+                    exitCode: ExitCode(64)
+                )
+            )
+        }
+        guard let version else { return .success(apiVersions[0]) }
+        guard apiVersions.contains(version) else {
+            return .failure(
+                Failure(
+                    "kube-credential: apiVersion \(version.prefix(80)) is not one of \(apiVersions)",
+                    exitCode: ExitCode(64)
+                )
+            )
+        }
+        return .success(version)
     }
 
-    private struct ExecCredential: Encodable {
-        let apiVersion: String
-        let kind = "ExecCredential"
-        let status: Status
-
-        struct Status: Encodable {
-            let token: String
-            let expirationTimestamp: String
-        }
+    /// The ExecCredential line kubectl reads (keys sorted, as `JSONEncoder` with sorted keys writes them).
+    static func execCredential(apiVersion: String, token: String, expiresAt: Int64) -> [UInt8] {
+        var line = Array(#"{"apiVersion":"#.utf8)
+        WireEncoder.appendString(apiVersion, to: &line)
+        line += Array(#","kind":"ExecCredential","status":{"expirationTimestamp":""#.utf8)
+        line += Array(Format.utcTimestamp(epochSeconds: expiresAt).utf8)
+        line += Array(#"","token":"#.utf8)
+        WireEncoder.appendString(token, to: &line)
+        line += Array("}}\n".utf8)
+        return line
     }
 
     func run() async throws {
-        var apiVersion = Self.apiVersions[0]
-        if let info = ProcessInfo.processInfo.environment["KUBERNETES_EXEC_INFO"], !info.isEmpty {
-            guard let decoded = try? JSONDecoder().decode(ExecInfo.self, from: Data(info.utf8)) else {
-                Output.error("kube-credential: KUBERNETES_EXEC_INFO is not an ExecCredential in JSON")
-                throw ExitCode(64)
-            }
-            if let version = decoded.apiVersion {
-                guard Self.apiVersions.contains(version) else {
-                    Output.error("kube-credential: apiVersion \(version.prefix(80)) is not one of \(Self.apiVersions)")
-                    throw ExitCode(64)
-                }
-                apiVersion = version
-            }
+        let apiVersion: String
+        switch Self.requestedAPIVersion() {
+        case .success(let version): apiVersion = version
+        case .failure(let failure):
+            Output.error(failure.message)
+            throw failure.exitCode
         }
         try await withBroker(connection) { broker in
             let (token, expiresAt) = try await token(from: broker)
-            let credential = ExecCredential(
-                apiVersion: apiVersion,
-                status: .init(
-                    token: token,
-                    expirationTimestamp: Date(timeIntervalSince1970: TimeInterval(expiresAt)).ISO8601Format()
-                )
-            )
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            Output.write(1, Array(try encoder.encode(credential)) + [UInt8(ascii: "\n")])
+            Output.write(1, Self.execCredential(apiVersion: apiVersion, token: token, expiresAt: expiresAt))
         }
     }
 

@@ -30,7 +30,21 @@ enum Format {
     }
 
     static func time(_ date: Date) -> String {
-        date.ISO8601Format()
+        utcTimestamp(epochSeconds: Int64(date.timeIntervalSince1970.rounded(.down)))
+    }
+
+    /// `2026-11-24T18:05:09Z`: RFC 3339 in UTC, whole seconds (what `Date.ISO8601Format()` writes), without
+    /// Foundation's calendar, so the CLI's start-up path can print it.
+    static func utcTimestamp(epochSeconds: Int64) -> String {
+        var time = time_t(epochSeconds)
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        func digits(_ value: Int32, _ count: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, count - text.count)) + text
+        }
+        return digits(parts.tm_year + 1900, 4) + "-" + digits(parts.tm_mon + 1, 2) + "-" + digits(parts.tm_mday, 2)
+            + "T" + digits(parts.tm_hour, 2) + ":" + digits(parts.tm_min, 2) + ":" + digits(parts.tm_sec, 2) + "Z"
     }
 
     /// The `tokenbroker login` command that signs in for `request`.

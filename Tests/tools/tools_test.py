@@ -557,7 +557,7 @@ class Tools(Checks):
                "no sign-in hint")
 
     def the_cli_start_up_path_answers_as_the_full_cli(self) -> None:
-        """`tokenbroker token` is answered before the command tree when it can be: without starting a thread (seen
+        """`tokenbroker token` and `kube-credential` are answered before the command tree when they can be: without starting a thread (seen
         by strace), and byte for byte as the full CLI (TOKENBROKER_CLI_FAST_PATH=0) answers, whatever the arguments;
         everything it does not take goes to the full CLI."""
         app = ["--client-id", MSAL_APP, "--authority", self.provider.authority]
@@ -574,7 +574,13 @@ class Tools(Checks):
             ["token", *app, "--resource", VAULT, "--client-id", "twice"],
             ["token", *app],
             ["token", "--help"],
+            ["kube-credential", *app, "--resource", VAULT],
+            ["kube-credential", *app, "--resource", VAULT, "--token-type", "access"],
+            ["kube-credential", *app, "--resource", VAULT, "--token-type", "id"],
+            ["kube-credential", *app, "--resource", VAULT, "--min-validity", "60"],
         ]
+        exec_infos = [None, '{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1",'
+                      '"spec":{"interactive":false}}', '{"apiVersion":"v9"}', "not json", '{"apiVersion":7}']
         full = dict(self.daemon.environment, TOKENBROKER_CLI_FAST_PATH="0")
 
         def without_correlation_id(output: str) -> str:  # each request (and the provider's error) has ids of its own
@@ -582,22 +588,28 @@ class Tools(Checks):
                            if not any(mark in line for mark in ('"correlationId"', "Trace ID:", "Correlation ID:",
                                                                 "Timestamp:")))
 
-        for arguments in cases:
-            fast, slow = self.cli(*arguments), self.cli(*arguments, environment=full)
+        runs = [(arguments, {}) for arguments in cases if arguments[0] == "token"]
+        runs += [(arguments, {} if info is None else {"KUBERNETES_EXEC_INFO": info})
+                 for arguments in cases if arguments[0] == "kube-credential" for info in exec_infos]
+        for arguments, extra in runs:
+            fast = self.cli(*arguments, environment=dict(self.daemon.environment, **extra))
+            slow = self.cli(*arguments, environment=dict(full, **extra))
             expect((fast.returncode, without_correlation_id(fast.stdout), without_correlation_id(fast.stderr)) ==
                    (slow.returncode, without_correlation_id(slow.stdout), without_correlation_id(slow.stderr)),
-                   f"{arguments[1:]}: {fast.returncode} vs {slow.returncode}, stderr {fast.stderr[-200:]!r} vs "
+                   f"{arguments} {extra}: {fast.returncode} vs {slow.returncode}, stderr {fast.stderr[-200:]!r} vs "
                    f"{slow.stderr[-200:]!r}, same stdout: {fast.stdout == slow.stdout}")
         # The plain form took the start-up path (no thread started); the full CLI starts its threads.
-        threads = []
-        for environment in (self.daemon.environment, full):
-            trace = self.directory / "cli.strace"
-            result = subprocess.run(["strace", "-f", "-qq", "-e", "trace=clone,clone3", "-o", str(trace),
-                                     str(self.daemon.cli_binary), *cases[0]], capture_output=True, text=True,
-                                    env=environment, timeout=60)
-            expect(result.returncode == 0, f"token under strace: {result.returncode} {result.stderr[-200:]}")
-            threads.append(len([line for line in trace.read_text().splitlines() if "clone" in line]))
-        expect(threads[0] == 0 and threads[1] > 0, f"threads started: start-up path {threads[0]}, full {threads[1]}")
+        for arguments in (cases[0], ["kube-credential", *app, "--resource", VAULT]):
+            threads = []
+            for environment in (self.daemon.environment, full):
+                trace = self.directory / "cli.strace"
+                result = subprocess.run(["strace", "-f", "-qq", "-e", "trace=clone,clone3", "-o", str(trace),
+                                         str(self.daemon.cli_binary), *arguments], capture_output=True, text=True,
+                                        env=environment, timeout=60)
+                expect(result.returncode == 0, f"{arguments[0]} under strace: {result.returncode} {result.stderr[-200:]}")
+                threads.append(len([line for line in trace.read_text().splitlines() if "clone" in line]))
+            expect(threads[0] == 0 and threads[1] > 0,
+                   f"{arguments[0]}: threads started: start-up path {threads[0]}, full {threads[1]}")
 
     def run(self) -> int:
         self.check("sign in, and a grant for the container's bridge prints only the two env lines", self.setup)
@@ -632,7 +644,7 @@ class Tools(Checks):
                    self.the_helper_falls_through_when_a_sign_in_is_needed)
         self.check("the helper refuses garbage and plain http to other hosts; the daemon keeps serving",
                    self.the_helper_refuses_garbage_and_plain_http_elsewhere)
-        self.check("`tokenbroker token` answers on its start-up path as the full CLI does, with no thread",
+        self.check("`token` and `kube-credential` answer on their start-up path as the full CLI does, with no thread",
                    self.the_cli_start_up_path_answers_as_the_full_cli)
         self.check("the Python kubernetes client calls the API server with the plugin's token",
                    self.the_kubernetes_client_calls_the_api_with_the_plugins_token)

@@ -122,3 +122,19 @@ package enum SilentCall {
         return try? tape.string(at: index)
     }
 }
+
+extension SilentCall {
+    /// A document that is not one JSON object, or whose member is not a string.
+    package struct NotReadable: Error {}
+
+    /// The string member `name` of the JSON object in `bytes` (nil when absent or null), read strictly and without
+    /// Codable: for a tool's small inputs (kubectl's KUBERNETES_EXEC_INFO).
+    package static func stringMember(_ name: String, ofObject bytes: [UInt8]) -> Result<String?, NotReadable> {
+        guard let tape = try? JSONTape(bytes, limits: .request), tape.nodes.first?.kind == .object else {
+            return .failure(NotReadable())
+        }
+        guard let index = member(tape, 0, name), tape.nodes[index].kind != .null else { return .success(nil) }
+        guard let text = string(tape, index) else { return .failure(NotReadable()) }
+        return .success(text)
+    }
+}
