@@ -86,9 +86,14 @@ extension TokenBroker {
         seconds: Range<Int64>?,
         generation: UInt64
     ) {
+        // Once per request and cache generation: the general path answers again while the remembered one holds
+        // (the bus and the endpoint ask through it), and encoding the template costs more than the lookup.
+        guard let seconds, !seconds.isEmpty,
+            cachedAnswers.answer(for: parameters, generation: generation, now: seconds.lowerBound) == nil
+        else { return }
         var blank = result
         blank.brokerTokenResponse.correlationId = ""
-        guard let seconds, !seconds.isEmpty, let template = ResponseTemplate(blank) else { return }
+        guard let template = ResponseTemplate(blank) else { return }
         let response = result.brokerTokenResponse
         cachedAnswers.remember(
             CachedAnswers.Answer(

@@ -81,19 +81,80 @@ struct GitCredential: AsyncParsableCommand {
         return (url, host)
     }
 
-    /// The app and what it asks for, for `host`: the options given, else Azure DevOps' defaults.
-    func request(forHost host: String) -> TokenRequest? {
-        let devOps = Self.isAzureDevOps(host: host)
-        guard let clientId = clientId ?? (devOps ? Self.azureCLIClientId : nil) else { return nil }
-        let resource = resource ?? (scopes.isEmpty && devOps ? Self.azureDevOpsResource : nil)
-        guard resource != nil || !scopes.isEmpty else { return nil }
-        return TokenRequest(
-            clientId: clientId,
-            scopes: scopes,
-            resource: resource,
-            authority: authority ?? (devOps ? Self.organizations : nil),
-            account: account.map(AccountSelector.init(identifierOrUsername:))
-        )
+    /// The helper's options that shape the token request, as given on its command line.
+    struct RequestOptions {
+        var clientId: String?
+        var scopes: [String] = []
+        var resource: String?
+        var authority: String?
+        var account: String?
+
+        /// The app and what it asks for, for `host`: the options given, else Azure DevOps' defaults; nil when the
+        /// host needs options that were not given.
+        func request(forHost host: String) -> TokenRequest? {
+            let devOps = GitCredential.isAzureDevOps(host: host)
+            guard let clientId = clientId ?? (devOps ? GitCredential.azureCLIClientId : nil) else { return nil }
+            let resource = resource ?? (scopes.isEmpty && devOps ? GitCredential.azureDevOpsResource : nil)
+            guard resource != nil || !scopes.isEmpty else { return nil }
+            return TokenRequest(
+                clientId: clientId,
+                scopes: scopes,
+                resource: resource,
+                authority: authority ?? (devOps ? GitCredential.organizations : nil),
+                account: account.map(AccountSelector.init(identifierOrUsername:))
+            )
+        }
+    }
+
+    var requestOptions: RequestOptions {
+        RequestOptions(clientId: clientId, scopes: scopes, resource: resource, authority: authority, account: account)
+    }
+
+    /// What `get` asks the broker for `attributes`, or the refusal (its message and exit status) when it asks
+    /// nothing.
+    static func request(
+        for attributes: [String: String],
+        options: RequestOptions
+    ) -> Result<TokenRequest, Failure> {
+        let scheme = attributes["protocol"] ?? ""
+        let host = attributes["host"] ?? ""
+        guard !scheme.isEmpty, !host.isEmpty else {
+            return .failure(
+                Failure(
+                    "git-credential: the input names no protocol and host (git sends protocol=… and host=…)",
+                    exitCode: ExitCode(64)
+                )
+            )
+        }
+        guard scheme == "https" || (scheme == "http" && LoopbackHost.contains(withoutPort(host))) else {
+            return .failure(
+                Failure(
+                    "git-credential: no token over \(scheme) to \(host): https only, or http to a loopback address",
+                    exitCode: .failure
+                )
+            )
+        }
+        guard let request = options.request(forHost: host) else {
+            return .failure(
+                Failure(
+                    "git-credential: \(host) needs --client-id and --resource or --scope in the helper's command",
+                    exitCode: .failure
+                )
+            )
+        }
+        return .success(request)
+    }
+
+    /// `get`'s answer to git: the username unless git gave one, the token as the password, and its expiry.
+    static func answer(
+        to attributes: [String: String],
+        accessToken: String,
+        username: String,
+        expiresOn: Int64
+    ) -> String {
+        var answer = ""
+        if attributes["username"] == nil { answer += "username=\(username.isEmpty ? "tokenbroker" : username)\n" }
+        return answer + "password=\(accessToken)\npassword_expiry_utc=\(expiresOn / 1000)\n"
     }
 
     func run() async throws {
@@ -113,30 +174,24 @@ struct GitCredential: AsyncParsableCommand {
     }
 
     private func get(_ attributes: [String: String]) async throws {
-        let scheme = attributes["protocol"] ?? ""
-        let host = attributes["host"] ?? ""
-        guard !scheme.isEmpty, !host.isEmpty else {
-            Output.error("git-credential: the input names no protocol and host (git sends protocol=… and host=…)")
-            throw ExitCode(64)
-        }
-        guard scheme == "https" || (scheme == "http" && LoopbackHost.contains(Self.withoutPort(host))) else {
-            Output.error(
-                "git-credential: no token over \(scheme) to \(host): https only, or http to a loopback address"
-            )
-            throw ExitCode.failure
-        }
-        guard let request = request(forHost: host) else {
-            Output.error("git-credential: \(host) needs --client-id and --resource or --scope in the helper's command")
-            throw ExitCode.failure
+        let request: TokenRequest
+        switch Self.request(for: attributes, options: requestOptions) {
+        case .success(let asked): request = asked
+        case .failure(let failure):
+            Output.error(failure.message)
+            throw failure.exitCode
         }
         try await withBroker(connection) { broker in
             let result = try await broker.silentToken(request)
-            var answer = ""
-            if attributes["username"] == nil {
-                answer += "username=\(result.account.username.isEmpty ? "tokenbroker" : result.account.username)\n"
-            }
-            answer += "password=\(result.accessToken.reveal())\npassword_expiry_utc=\(result.expiresOn / 1000)\n"
-            Output.write(1, answer)
+            Output.write(
+                1,
+                Self.answer(
+                    to: attributes,
+                    accessToken: result.accessToken.reveal(),
+                    username: result.account.username,
+                    expiresOn: result.expiresOn
+                )
+            )
         }
     }
 
@@ -291,8 +346,13 @@ enum CredentialInput {
         let description: String
     }
 
+    /// What git wrote on stdin, once it was read (stdin can be read once; the start-up path may read it first).
+    nonisolated(unsafe) private static var input: Result<[UInt8], Malformed>?
+
     static func read() -> Result<[String: String], Malformed> {
-        guard case .success(let bytes) = Files.read(nil) else {
+        let read = input ?? Files.read(nil).mapError { _ in Malformed(description: "cannot read stdin") }
+        input = read
+        guard case .success(let bytes) = read else {
             return .failure(Malformed(description: "cannot read stdin"))
         }
         guard bytes.count <= maximumBytes else { return .failure(Malformed(description: "the input is over 64 KiB")) }

@@ -8,41 +8,54 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// `tokenbroker token` and `kube-credential` before the command tree: a process per use (scripts,
-/// `$(tokenbroker token …)`, kubectl) spends most of its time starting, so their plain forms are answered without
-/// ArgumentParser, Swift concurrency or Codable (each of which costs start-up time: reflecting the command tree,
-/// starting threads, scanning protocol conformances).
+/// `tokenbroker token`, `kube-credential` and `git-credential get` before the command tree: a process per use
+/// (scripts, `$(tokenbroker token …)`, kubectl, git) spends most of its time starting, so their plain forms are
+/// answered without ArgumentParser, Swift concurrency or Codable (each of which costs start-up time: reflecting the
+/// command tree, starting threads, scanning protocol conformances).
 ///
 /// Only a token is answered here. Any other argument, form or answer (`--help`, `--json`, `--scope=x`, an error from
 /// the broker, no broker at all) returns nil before anything was printed, and the full CLI runs as if this were not
-/// here: its parsing, its messages and its exit statuses stay the only ones. `TOKENBROKER_CLI_FAST_PATH=0` turns it
-/// off (a test compares the two).
+/// here: its parsing, its messages and its exit statuses stay the only ones (git's input, once read, is handed on).
+/// The commands' decisions and output are the full CLI's own functions. `TOKENBROKER_CLI_FAST_PATH=0` turns it off
+/// (a test compares the two).
 enum FastPath {
     /// The exit status when the fast path answered; nil for the full CLI.
     static func run(_ arguments: [String]) -> Int32? {
         if let setting = getenv("TOKENBROKER_CLI_FAST_PATH"), String(cString: setting) == "0" { return nil }
-        guard arguments.count > 1 else { return nil }
-        switch arguments[1] {
-        case "token":
-            guard let options = TokenOptions(arguments.dropFirst(2), command: .token),
-                let token = silentToken(options.request, socket: options.socket)
-            else { return nil }
+        guard arguments.count > 1, let command = Command(rawValue: arguments[1]),
+            let given = Options(arguments.dropFirst(2), command: command)
+        else { return nil }
+        switch command {
+        case .token:
+            guard let request = given.tokenRequest, let token = silentToken(request, socket: given.socket) else {
+                return nil
+            }
             Output.line(token.accessToken)
-        case "kube-credential":
-            guard let options = TokenOptions(arguments.dropFirst(2), command: .kubeCredential),
+        case .kubeCredential:
+            // kubectl's id tokens come from the full CLI (it reads their expiry from the token itself).
+            guard given.tokenType == nil || given.tokenType == "access", let request = given.tokenRequest,
                 case .success(let apiVersion) = KubeCredential.requestedAPIVersion(),
-                let token = silentToken(options.request, socket: options.socket)
+                let token = silentToken(request, socket: given.socket)
+            else { return nil }
+            let expiresAt = token.expiresOn / 1000
+            Output.write(
+                1,
+                KubeCredential.execCredential(apiVersion: apiVersion, token: token.accessToken, expiresAt: expiresAt)
+            )
+        case .gitCredential:
+            guard given.action == "get", case .success(let attributes) = CredentialInput.read(),
+                case .success(let request) = GitCredential.request(for: attributes, options: given.gitOptions),
+                let token = silentToken(request, socket: given.socket)
             else { return nil }
             Output.write(
                 1,
-                KubeCredential.execCredential(
-                    apiVersion: apiVersion,
-                    token: token.accessToken,
-                    expiresAt: token.expiresOn / 1000
+                GitCredential.answer(
+                    to: attributes,
+                    accessToken: token.accessToken,
+                    username: token.username,
+                    expiresOn: token.expiresOn
                 )
             )
-        default:
-            return nil
         }
         return 0
     }
@@ -61,71 +74,88 @@ enum FastPath {
     nonisolated(unsafe) private static var kept: BlockingConnection?
 
     /// The commands answered here.
-    private enum Command {
-        case token, kubeCredential
+    private enum Command: String {
+        case token
+        case kubeCredential = "kube-credential"
+        case gitCredential = "git-credential"
     }
 
-    /// A command's options, in the plain form only: `--name value` and flags, each once (`--scope` repeated).
-    private struct TokenOptions {
+    /// A command's options in the plain form only: `--name value` and flags, each once (`--scope` repeated).
+    ///
+    /// And git's action. Plain variables, not a dictionary: a new generic type costs a conformance scan at start.
+    private struct Options {
         var socket: String?
-        var request: TokenRequest
+        var clientId: String?
+        var scopes: [String] = []
+        var resource: String?
+        var authority: String?
+        var account: String?
+        var minimumValidity: Duration?
+        var forceRefresh = false
+        var tokenType: String?
+        var action: String?
 
         init?(_ arguments: ArraySlice<String>, command: Command) {
-            // Plain variables, not a dictionary of options: a new generic type costs a conformance scan at start.
-            var socket: String?
-            var clientId: String?
-            var resource: String?
-            var authority: String?
-            var account: String?
-            var minimumValidity: String?
-            var tokenType: String?
-            var scopes: [String] = []
-            var forceRefresh = false
             var remaining = arguments[...]
             func take(_ value: inout String?) -> Bool {
                 guard value == nil, let next = remaining.popFirst() else { return false }
                 value = next
                 return true
             }
+            var validity: String?
             while let argument = remaining.popFirst() {
                 let taken: Bool
                 switch argument {
-                case "--force-refresh" where command == .token:
-                    taken = !forceRefresh
-                    forceRefresh = true
-                case "--scope":
-                    var value: String?
-                    taken = take(&value)
-                    scopes += value.map { $0.split(separator: " ").map(String.init) } ?? []
                 case "--socket": taken = take(&socket)
                 case "--client-id": taken = take(&clientId)
                 case "--resource": taken = take(&resource)
                 case "--authority": taken = take(&authority)
                 case "--account": taken = take(&account)
-                case "--min-validity" where command == .token: taken = take(&minimumValidity)
+                case "--scope":
+                    var value: String?
+                    taken = take(&value)
+                    // token and kube-credential split a space-separated list; git's helper takes each as it is.
+                    let split = command != .gitCredential
+                    scopes += value.map { split ? $0.split(separator: " ").map(String.init) : [$0] } ?? []
+                case "--force-refresh" where command == .token:
+                    taken = !forceRefresh
+                    forceRefresh = true
+                case "--min-validity" where command == .token: taken = take(&validity)
                 case "--token-type" where command == .kubeCredential: taken = take(&tokenType)
+                case _ where command == .gitCredential && !argument.hasPrefix("-"):
+                    taken = action == nil
+                    action = argument
                 default: taken = false
                 }
                 guard taken else { return nil }
             }
-            // kubectl's id tokens come from the full CLI (it reads their expiry from the token itself).
-            guard let clientId, !scopes.isEmpty || resource != nil, tokenType == nil || tokenType == "access" else {
-                return nil
+            if let validity {
+                guard let seconds = Int(validity), seconds >= 0 else { return nil }
+                minimumValidity = .seconds(seconds)
             }
-            var validity: Duration?
-            if let minimumValidity {
-                guard let seconds = Int(minimumValidity), seconds >= 0 else { return nil }
-                validity = .seconds(seconds)
-            }
-            self.socket = socket
-            request = TokenRequest(
+        }
+
+        /// `token`'s and `kube-credential`'s request; nil when the full CLI has to say what is missing.
+        var tokenRequest: TokenRequest? {
+            guard let clientId, !scopes.isEmpty || resource != nil else { return nil }
+            return TokenRequest(
                 clientId: clientId,
                 scopes: scopes,
                 resource: resource,
                 authority: authority,
                 account: account.map(AccountSelector.init(identifierOrUsername:)),
-                minimumValidity: validity,
+                minimumValidity: minimumValidity,
                 forceRefresh: forceRefresh
+            )
+        }
+
+        var gitOptions: GitCredential.RequestOptions {
+            GitCredential.RequestOptions(
+                clientId: clientId,
+                scopes: scopes,
+                resource: resource,
+                authority: authority,
+                account: account
             )
         }
     }

@@ -557,7 +557,8 @@ class Tools(Checks):
                "no sign-in hint")
 
     def the_cli_start_up_path_answers_as_the_full_cli(self) -> None:
-        """`tokenbroker token` and `kube-credential` are answered before the command tree when they can be: without starting a thread (seen
+        """`tokenbroker token`, `kube-credential` and `git-credential get` are answered before the command tree when
+        they can be: without starting a thread (seen
         by strace), and byte for byte as the full CLI (TOKENBROKER_CLI_FAST_PATH=0) answers, whatever the arguments;
         everything it does not take goes to the full CLI."""
         app = ["--client-id", MSAL_APP, "--authority", self.provider.authority]
@@ -579,6 +580,18 @@ class Tools(Checks):
             ["kube-credential", *app, "--resource", VAULT, "--token-type", "id"],
             ["kube-credential", *app, "--resource", VAULT, "--min-validity", "60"],
         ]
+        helper = ["git-credential", *app, "--resource", VAULT]
+        git_inputs = [
+            "protocol=https\nhost=git.example.com\n\n",
+            "protocol=https\nhost=git.example.com\nusername=ada\n\n",
+            "protocol=http\nhost=git.example.com\n\n",
+            "protocol=http\nhost=127.0.0.1:8080\npath=repo.git\n\n",
+            "host=git.example.com\n\n",
+            "no equals sign\n",
+        ]
+        git_cases = [[*helper, "get"], ["git-credential", "--client-id", MSAL_APP, "get"],
+                     ["git-credential", "get", "--authority", self.provider.authority, "--client-id", MSAL_APP,
+                      "--scope", f"{VAULT}/.default"], [*helper, "store"], [*helper, "get", "--json"]]
         exec_infos = [None, '{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1",'
                       '"spec":{"interactive":false}}', '{"apiVersion":"v9"}', "not json", '{"apiVersion":7}']
         full = dict(self.daemon.environment, TOKENBROKER_CLI_FAST_PATH="0")
@@ -591,21 +604,24 @@ class Tools(Checks):
         runs = [(arguments, {}) for arguments in cases if arguments[0] == "token"]
         runs += [(arguments, {} if info is None else {"KUBERNETES_EXEC_INFO": info})
                  for arguments in cases if arguments[0] == "kube-credential" for info in exec_infos]
+        runs += [(arguments, {"input": text}) for arguments in git_cases for text in git_inputs]
         for arguments, extra in runs:
-            fast = self.cli(*arguments, environment=dict(self.daemon.environment, **extra))
-            slow = self.cli(*arguments, environment=dict(full, **extra))
+            text = extra.get("input")
+            variables = {name: value for name, value in extra.items() if name != "input"}
+            fast = self.cli(*arguments, input=text, environment=dict(self.daemon.environment, **variables))
+            slow = self.cli(*arguments, input=text, environment=dict(full, **variables))
             expect((fast.returncode, without_correlation_id(fast.stdout), without_correlation_id(fast.stderr)) ==
                    (slow.returncode, without_correlation_id(slow.stdout), without_correlation_id(slow.stderr)),
                    f"{arguments} {extra}: {fast.returncode} vs {slow.returncode}, stderr {fast.stderr[-200:]!r} vs "
                    f"{slow.stderr[-200:]!r}, same stdout: {fast.stdout == slow.stdout}")
         # The plain form took the start-up path (no thread started); the full CLI starts its threads.
-        for arguments in (cases[0], ["kube-credential", *app, "--resource", VAULT]):
+        for arguments in (cases[0], ["kube-credential", *app, "--resource", VAULT], [*helper, "get"]):
             threads = []
             for environment in (self.daemon.environment, full):
                 trace = self.directory / "cli.strace"
                 result = subprocess.run(["strace", "-f", "-qq", "-e", "trace=clone,clone3", "-o", str(trace),
                                          str(self.daemon.cli_binary), *arguments], capture_output=True, text=True,
-                                        env=environment, timeout=60)
+                                        input=git_inputs[0], env=environment, timeout=60)
                 expect(result.returncode == 0, f"{arguments[0]} under strace: {result.returncode} {result.stderr[-200:]}")
                 threads.append(len([line for line in trace.read_text().splitlines() if "clone" in line]))
             expect(threads[0] == 0 and threads[1] > 0,
@@ -644,7 +660,7 @@ class Tools(Checks):
                    self.the_helper_falls_through_when_a_sign_in_is_needed)
         self.check("the helper refuses garbage and plain http to other hosts; the daemon keeps serving",
                    self.the_helper_refuses_garbage_and_plain_http_elsewhere)
-        self.check("`token` and `kube-credential` answer on their start-up path as the full CLI does, with no thread",
+        self.check("token, kube-credential and git-credential get answer on their start-up path as the full CLI does",
                    self.the_cli_start_up_path_answers_as_the_full_cli)
         self.check("the Python kubernetes client calls the API server with the plugin's token",
                    self.the_kubernetes_client_calls_the_api_with_the_plugins_token)
