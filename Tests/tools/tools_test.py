@@ -596,7 +596,7 @@ class Tools(Checks):
                       '"spec":{"interactive":false}}', '{"apiVersion":"v9"}', "not json", '{"apiVersion":7}']
         full = dict(self.daemon.environment, TOKENBROKER_CLI_FAST_PATH="0")
 
-        def without_correlation_id(output: str) -> str:  # each request (and the provider's error) has ids of its own
+        def without_ids(output: str) -> str:  # each request (and the provider's error) has ids of its own
             return "".join(line for line in output.splitlines(keepends=True)
                            if not any(mark in line for mark in ('"correlationId"', "Trace ID:", "Correlation ID:",
                                                                 "Timestamp:")))
@@ -610,8 +610,8 @@ class Tools(Checks):
             variables = {name: value for name, value in extra.items() if name != "input"}
             fast = self.cli(*arguments, input=text, environment=dict(self.daemon.environment, **variables))
             slow = self.cli(*arguments, input=text, environment=dict(full, **variables))
-            expect((fast.returncode, without_correlation_id(fast.stdout), without_correlation_id(fast.stderr)) ==
-                   (slow.returncode, without_correlation_id(slow.stdout), without_correlation_id(slow.stderr)),
+            expect((fast.returncode, without_ids(fast.stdout), without_ids(fast.stderr)) ==
+                   (slow.returncode, without_ids(slow.stdout), without_ids(slow.stderr)),
                    f"{arguments} {extra}: {fast.returncode} vs {slow.returncode}, stderr {fast.stderr[-200:]!r} vs "
                    f"{slow.stderr[-200:]!r}, same stdout: {fast.stdout == slow.stdout}")
         # The plain form took the start-up path (no thread started); the full CLI starts its threads.

@@ -107,6 +107,13 @@ struct JSONTape {
         return value
     }
 
+    /// The value of the member `key` of the object node at `index`; nil when it has none (or is no object).
+    func member(of index: Int, named key: String) -> Int? {
+        guard nodes[index].kind == .object else { return nil }
+        for member in members(of: index) where string(at: member.key, equals: key) { return member.value }
+        return nil
+    }
+
     /// The member indexes of a container node: values for arrays, (key, value) index pairs for objects.
     func members(of index: Int) -> MemberSequence {
         MemberSequence(

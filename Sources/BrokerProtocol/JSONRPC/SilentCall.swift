@@ -95,26 +95,21 @@ package enum SilentCall {
     /// Reads one line (without its newline) from the broker, for the call `id`.
     package static func read(_ line: [UInt8], id: Int64) -> Reading {
         guard let tape = try? JSONTape(line), tape.nodes.first?.kind == .object else { return .otherAnswer }
-        guard let answerID = member(tape, 0, "id") else { return .notForThisCall }
+        guard let answerID = tape.member(of: 0, named: "id") else { return .notForThisCall }
         switch tape.nodes[answerID].kind {
         case .number where tape.integer(at: answerID) == id: break
         case .null: return .otherAnswer  // an error without an id: about this connection
         default: return .notForThisCall
         }
-        guard let result = member(tape, 0, "result"), let response = member(tape, result, "brokerTokenResponse"),
-            let accessToken = string(tape, member(tape, response, "accessToken")),
-            let expires = member(tape, response, "expiresOn"), tape.nodes[expires].kind == .number,
+        guard let result = tape.member(of: 0, named: "result"),
+            let response = tape.member(of: result, named: "brokerTokenResponse"),
+            let accessToken = string(tape, tape.member(of: response, named: "accessToken")),
+            let expires = tape.member(of: response, named: "expiresOn"), tape.nodes[expires].kind == .number,
             let expiresOn = tape.integer(at: expires),
-            let account = member(tape, response, "account"),
-            let username = string(tape, member(tape, account, "username"))
+            let account = tape.member(of: response, named: "account"),
+            let username = string(tape, tape.member(of: account, named: "username"))
         else { return .otherAnswer }
         return .token(Token(accessToken: accessToken, expiresOn: expiresOn, username: username))
-    }
-
-    private static func member(_ tape: JSONTape, _ object: Int, _ key: String) -> Int? {
-        guard tape.nodes[object].kind == .object else { return nil }
-        for (name, value) in tape.members(of: object) where tape.string(at: name, equals: key) { return value }
-        return nil
     }
 
     private static func string(_ tape: JSONTape, _ index: Int?) -> String? {
@@ -133,7 +128,7 @@ extension SilentCall {
         guard let tape = try? JSONTape(bytes, limits: .request), tape.nodes.first?.kind == .object else {
             return .failure(NotReadable())
         }
-        guard let index = member(tape, 0, name), tape.nodes[index].kind != .null else { return .success(nil) }
+        guard let index = tape.member(of: 0, named: name), tape.nodes[index].kind != .null else { return .success(nil) }
         guard let text = string(tape, index) else { return .failure(NotReadable()) }
         return .success(text)
     }

@@ -39,7 +39,8 @@ package enum SilentRequestReader {
         private func requestID(_ index: Int) -> RequestID? {
             switch tape.nodes[index].kind {
             case .number:
-                guard isInteger(index), let number = tape.integer(at: index) else { return nil }
+                // nil for a fraction, an exponent or out of range: the decoder's to explain.
+                guard let number = tape.integer(at: index) else { return nil }
                 return .number(number)
             case .string:
                 guard let text = plain(index), text.utf8.count <= WireProtocol.maximumStringIdBytes else { return nil }
@@ -101,9 +102,7 @@ package enum SilentRequestReader {
                     guard let flag = bool(value) else { return nil }
                     parameters.forceRefresh = flag
                 } else if named(key, "minimumValiditySeconds") {
-                    guard isInteger(value), let seconds = tape.integer(at: value).flatMap(Int.init(exactly:)) else {
-                        return nil
-                    }
+                    guard let seconds = tape.integer(at: value).flatMap(Int.init(exactly:)) else { return nil }
                     parameters.minimumValiditySeconds = seconds
                 } else {
                     return nil
@@ -150,12 +149,8 @@ package enum SilentRequestReader {
         }
 
         /// Whether the member name at `index` is `name`, written without escapes.
-        private func named(_ index: Int, _ name: StaticString) -> Bool {
-            let node = tape.nodes[index]
-            guard !node.escaped, Int(node.end - node.start) == name.utf8CodeUnitCount else { return false }
-            return tape.bytes[Int(node.start)..<Int(node.end)].elementsEqual(
-                UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
-            )
+        private func named(_ index: Int, _ name: String) -> Bool {
+            !tape.nodes[index].escaped && tape.string(at: index, equals: name)
         }
 
         /// A string without escapes (the tape has checked its UTF-8); nil for any other value.
@@ -165,12 +160,5 @@ package enum SilentRequestReader {
             return try? tape.string(at: index)
         }
 
-        /// Whether a number is written as an integer (no fraction, no exponent).
-        private func isInteger(_ index: Int) -> Bool {
-            let node = tape.nodes[index]
-            return tape.bytes[Int(node.start)..<Int(node.end)].allSatisfy {
-                $0 == UInt8(ascii: "-") || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9"))
-            }
-        }
     }
 }

@@ -227,11 +227,7 @@ private struct TapeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtoco
     }
 
     private func valueIndex(for key: Key) -> Int? {
-        let name = key.stringValue
-        for member in state.tape.members(of: node) where state.tape.string(at: member.key, equals: name) {
-            return member.value
-        }
-        return nil
+        state.tape.member(of: node, named: key.stringValue)
     }
 
     private func reader(for key: Key) throws -> NodeReader {
