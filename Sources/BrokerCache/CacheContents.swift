@@ -22,6 +22,10 @@ public struct CacheContents: Sendable {
     private var derivedClientInfo: [String: String] = [:]
     private var accountsByIdentifier: [String: Set<String>] = [:]
     private var accountsByUsername: [String: Set<String>] = [:]
+    /// The account ids, environments, client ids, tenants and scopes that tokens hold alike, and the scope sets
+    /// parsed from the latter: one copy each, however many tokens hold it.
+    private var sharedStrings = SharedValues<String>()
+    private var sharedScopes = SharedValues<ScopeSet>()
 
     /// An empty cache.
     public init() {}
@@ -161,16 +165,28 @@ public struct CacheContents: Sendable {
     private mutating func insert(_ entry: CacheEntry) {
         remove(entry.id)
         switch entry {
-        case .accessToken(let token):
+        case .accessToken(var token):
+            share(&token.homeAccountId)
+            share(&token.environment)
+            share(&token.clientId)
+            share(&token.realm)
+            share(&token.target)
             let key = token.id.key
             accessTokens[key] = token
-            accessTokenScopes[key] = token.scopes
+            accessTokenScopes[key] = sharedScopes.hold(token.target) { ScopeSet(target: $0) }
             accessTokenIndex[CredentialScope(token), default: []].insert(key)
-        case .refreshToken(let token):
+        case .refreshToken(var token):
+            share(&token.homeAccountId)
+            share(&token.environment)
+            share(&token.clientId)
             let key = token.id.key
             refreshTokens[key] = token
             refreshTokenIndex[token.homeAccountId.lowercased(), default: []].insert(key)
-        case .idToken(let token):
+        case .idToken(var token):
+            share(&token.homeAccountId)
+            share(&token.environment)
+            share(&token.clientId)
+            share(&token.realm)
             let key = token.id.key
             idTokens[key] = token
             idTokenIndex[token.homeAccountId.lowercased(), default: []].insert(key)
@@ -198,12 +214,16 @@ public struct CacheContents: Sendable {
         case .accessToken:
             guard let token = accessTokens.removeValue(forKey: id.key) else { return }
             accessTokenScopes[id.key] = nil
+            sharedScopes.release(token.target)
+            release(token.homeAccountId, token.environment, token.clientId, token.realm, token.target)
             Self.unindex(id.key, from: &accessTokenIndex, at: CredentialScope(token))
         case .refreshToken:
             guard let token = refreshTokens.removeValue(forKey: id.key) else { return }
+            release(token.homeAccountId, token.environment, token.clientId)
             Self.unindex(id.key, from: &refreshTokenIndex, at: token.homeAccountId.lowercased())
         case .idToken:
             guard let token = idTokens.removeValue(forKey: id.key) else { return }
+            release(token.homeAccountId, token.environment, token.clientId, token.realm)
             Self.unindex(id.key, from: &idTokenIndex, at: token.homeAccountId.lowercased())
             Self.unindex(id.key, from: &idTokenByScope, at: CredentialScope(token))
             idTokenClaims[id.key] = nil
@@ -219,6 +239,16 @@ public struct CacheContents: Sendable {
         case .other:
             others.removeValue(forKey: id)
         }
+    }
+
+    /// Replaces `string` with the copy the cache already keeps of it.
+    private mutating func share(_ string: inout String) {
+        string = sharedStrings.hold(string)
+    }
+
+    /// Lets go of one hold on each string.
+    private mutating func release(_ strings: String...) {
+        for string in strings { sharedStrings.release(string) }
     }
 
     private static func unindex<Key: Hashable>(_ entryKey: String, from index: inout [Key: Set<String>], at key: Key) {

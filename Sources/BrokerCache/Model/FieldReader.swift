@@ -5,14 +5,20 @@ import BrokerProtocol
 /// MSAL writes every value as a string (times as epoch seconds in strings); other SDKs sometimes write
 /// numbers. Reading is lenient about that, writing always uses MSAL Python's form.
 struct FieldReader {
-    private(set) var remaining: [String: JSONValue]
+    private var unread: [String: JSONValue]
 
     init(_ fields: [String: JSONValue]) {
-        remaining = fields
+        unread = fields
+    }
+
+    /// The fields not read, in storage of their own: the reader's copy keeps room for every field it started
+    /// with, which each entry of the cache would otherwise hold on to (700 bytes a token, usually for nothing).
+    var remaining: [String: JSONValue] {
+        unread.isEmpty ? [:] : Dictionary(uniqueKeysWithValues: unread.map { ($0.key, $0.value) })
     }
 
     mutating func string(_ name: String) throws(EntryError) -> String? {
-        guard let value = remaining.removeValue(forKey: name) else { return nil }
+        guard let value = unread.removeValue(forKey: name) else { return nil }
         switch value {
         case .string(let string): return string
         case .null: return nil
@@ -27,7 +33,7 @@ struct FieldReader {
     }
 
     mutating func bool(_ name: String) throws(EntryError) -> Bool? {
-        guard let value = remaining.removeValue(forKey: name) else { return nil }
+        guard let value = unread.removeValue(forKey: name) else { return nil }
         switch value {
         case .bool(let flag): return flag
         case .null: return nil
@@ -37,7 +43,7 @@ struct FieldReader {
 
     /// A count of seconds written as a number or a string of digits.
     mutating func seconds(_ name: String) throws(EntryError) -> Int64? {
-        guard let value = remaining.removeValue(forKey: name) else { return nil }
+        guard let value = unread.removeValue(forKey: name) else { return nil }
         switch value {
         case .null: return nil
         case .integer(let number) where number >= 0: return number
@@ -48,7 +54,7 @@ struct FieldReader {
 
     /// An epoch-seconds value written as a string or a number.
     mutating func epochSeconds(_ name: String) throws(EntryError) -> Int64? {
-        guard let value = remaining.removeValue(forKey: name) else { return nil }
+        guard let value = unread.removeValue(forKey: name) else { return nil }
         switch value {
         case .null: return nil
         case .string(let string) where string.isEmpty: return nil

@@ -1,0 +1,59 @@
+/// Values that many cache entries hold alike (an account's id, a client id, a tenant, a scope set), kept once
+/// each and counted, so that ten thousand tokens of a thousand accounts hold a thousand copies of an account id,
+/// not ten thousand.
+///
+/// Keys are compared by their bytes (``ExactString``): sharing never swaps one spelling of a value for another
+/// that Unicode calls equal, so an entry keeps the bytes it came with.
+struct SharedValues<Value: Sendable>: Sendable {
+    private var table: [ExactString: (value: Value, holders: Int)] = [:]
+
+    /// How many distinct values are kept.
+    var count: Int { table.count }
+
+    /// The value kept for `key` (made by `make` for its first holder), counted as held once more.
+    mutating func hold(_ key: String, make: (String) -> Value) -> Value {
+        let exact = ExactString(key)
+        if let index = table.index(forKey: exact) {
+            table.values[index].holders += 1
+            return table.values[index].value
+        }
+        let value = make(key)
+        table[exact] = (value, 1)
+        return value
+    }
+
+    /// Counts one holder of `key` fewer; the value goes with its last holder.
+    mutating func release(_ key: String) {
+        guard let index = table.index(forKey: ExactString(key)) else { return }
+        if table.values[index].holders > 1 {
+            table.values[index].holders -= 1
+        } else {
+            table.remove(at: index)
+        }
+    }
+}
+
+extension SharedValues where Value == String {
+    /// The kept copy of `string`, counted as held once more.
+    mutating func hold(_ string: String) -> String {
+        hold(string) { $0 }
+    }
+}
+
+/// A string compared and hashed by its UTF-8 bytes, not by Unicode canonical equivalence as `String` is.
+struct ExactString: Hashable, Sendable {
+    let string: String
+
+    init(_ string: String) {
+        self.string = string
+    }
+
+    static func == (lhs: ExactString, rhs: ExactString) -> Bool {
+        lhs.string.utf8.elementsEqual(rhs.string.utf8)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        var string = string
+        string.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+    }
+}

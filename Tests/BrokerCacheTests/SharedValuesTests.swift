@@ -1,0 +1,75 @@
+import BrokerProtocol
+import Testing
+
+@testable import BrokerCache
+
+struct SharedValuesTests {
+    /// A value is made once for its first holder, handed to the next ones, and goes with its last holder.
+    @Test func keepsOneValueWhileItIsHeld() {
+        var shared = SharedValues<ScopeSet>()
+        var made = 0
+        let make = { (target: String) -> ScopeSet in
+            made += 1
+            return ScopeSet(target: target)
+        }
+        let first = shared.hold("api://things/Read api://things/Write", make: make)
+        let second = shared.hold("api://things/Read api://things/Write", make: make)
+        #expect(made == 1)
+        #expect(first == second)
+        shared.release("api://things/Read api://things/Write")
+        #expect(shared.count == 1)
+        shared.release("api://things/Read api://things/Write")
+        #expect(shared.count == 0)
+        shared.release("api://things/Read api://things/Write")
+        #expect(shared.count == 0)
+        _ = shared.hold("api://things/Read api://things/Write", make: make)
+        #expect(made == 2)
+    }
+
+    /// Two spellings Unicode calls equal (composed and decomposed) are two values: sharing never swaps the bytes
+    /// an entry came with.
+    @Test func keepsSpellingsUnicodeCallsEqualApart() {
+        let composed = "api://caf\u{E9}/Read"
+        let decomposed = "api://cafe\u{301}/Read"
+        #expect(composed == decomposed)
+        var shared = SharedValues<String>()
+        #expect(Array(shared.hold(composed).utf8) == Array(composed.utf8))
+        #expect(Array(shared.hold(decomposed).utf8) == Array(decomposed.utf8))
+        #expect(shared.count == 2)
+    }
+
+    /// Tokens that hold the same strings keep their own bytes through the cache, and an entry without unknown
+    /// fields keeps none.
+    @Test func entriesKeepTheirBytesInTheCache() throws {
+        let composed = "api://caf\u{E9}/Read"
+        let decomposed = "api://cafe\u{301}/Read"
+        let tokens = [composed, decomposed].enumerated().map { index, target in
+            AccessToken(
+                homeAccountId: "uid.utid",
+                environment: "login.microsoftonline.com",
+                clientId: "client-\(index)",
+                realm: "utid",
+                target: target,
+                secret: Secret("token-\(index)"),
+                cachedAt: 1,
+                expiresOn: 2
+            )
+        }
+        var contents = CacheContents(tokens.map(CacheEntry.accessToken))
+        for token in tokens {
+            guard case .accessToken(let kept) = try #require(contents.entry(token.id)) else {
+                Issue.record("not an access token")
+                continue
+            }
+            #expect(Array(kept.target.utf8) == Array(token.target.utf8))
+            #expect(kept == token)
+        }
+        contents.apply(CacheChanges(deletions: [tokens[0].id]))
+        #expect(contents.entry(tokens[0].id) == nil)
+        #expect(contents.entry(tokens[1].id) != nil)
+
+        let read = try AccessToken(fields: tokens[0].fields)
+        #expect(read.extra.isEmpty)
+        #expect(read == tokens[0])
+    }
+}
