@@ -33,12 +33,14 @@ start_daemon() {  # $1: name
   echo "the daemon did not listen within 30 s; see $WORK/$1.log" >&2; exit 1
 }
 rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+# The anonymous part of the RSS: the daemon's own data, as against pages of its executable and libraries.
+anon_kb() { awk '/RssAnon/ {print $2}' "/proc/$1/status"; }
 bench() { "$BIN/tokenbroker-bench" "$@" | tee -a "$RESULTS"; }
 
 echo "=== broker with 10 cached tokens" >&2
 start_daemon small
 sleep 0.5
-IDLE_RSS=$(rss_kb "$DAEMON")
+IDLE_RSS=$(rss_kb "$DAEMON"); IDLE_ANON=$(anon_kb "$DAEMON")
 bench seed --socket "$WORK/small/broker.sock" --tokens 10 --request-file "$WORK/request.json" >/dev/null
 SOCK="$WORK/small/broker.sock"
 RESPONSE_BYTES=$("$BIN/tokenbroker-bench" latency --socket "$SOCK" --request "$WORK/request.json" --count 10 --warmup 0 \
@@ -99,10 +101,10 @@ echo "=== broker with 10,000 cached tokens" >&2
 start_daemon large
 bench seed --socket "$WORK/large/broker.sock" --tokens 10000 --request-file "$WORK/request-large.json" >/dev/null
 sleep 0.5
-LOADED_RSS=$(rss_kb "$DAEMON")
+LOADED_RSS=$(rss_kb "$DAEMON"); LOADED_ANON=$(anon_kb "$DAEMON")
 bench latency --label broker-10k --socket "$WORK/large/broker.sock" --request "$WORK/request-large.json" --count "$COUNT" >/dev/null
 bench throughput --label broker-10k --socket "$WORK/large/broker.sock" --request "$WORK/request-large.json" --connections 32 --seconds "$SECONDS_PER_RUN" --server-pid "$DAEMON" >/dev/null
-echo "{\"kind\":\"rss\",\"idle_kb\":$IDLE_RSS,\"loaded_10k_kb\":$LOADED_RSS}" | tee -a "$RESULTS" >/dev/null
+echo "{\"kind\":\"rss\",\"idle_kb\":$IDLE_RSS,\"loaded_10k_kb\":$LOADED_RSS,\"idle_anon_kb\":$IDLE_ANON,\"loaded_10k_anon_kb\":$LOADED_ANON}" | tee -a "$RESULTS" >/dev/null
 kill "$DAEMON"; wait "$DAEMON" 2>/dev/null || true
 
 echo "=== refresh path and single flight, against the local Entra-shaped test provider" >&2

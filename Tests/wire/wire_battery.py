@@ -61,6 +61,8 @@ SCHEMA_BASE = "https://tokenbroker.invalid/protocol/1/"
 
 # The protocol version Protocol/README.md describes (section 7): what the broker must say it speaks.
 SPEC_VERSION = PROTOCOL_VERSION
+# Connections one process may hold at once (section 13).
+PER_PROCESS = 64
 ALL_METHODS = (
     "getLinuxBrokerVersion", "getAccounts", "getAccount", "acquireTokenSilently", "acquireTokenInteractively",
     "completeInteractiveFlow", "cancelInteractiveFlow", "removeAccount", "importCache", "exportCache", "getStatus",
@@ -2787,15 +2789,16 @@ def check_thousand_connections(ctx: Context) -> None:
     for start in range(0, total, batch):
         # A connection the client already closed still waits in the listen backlog until the broker accepts it,
         # and counts as open until the broker has seen it close. On a busy 2-CPU machine the churn could outrun
-        # the broker and meet the 256-connection limit, which is a check of its own (check_connection_limit):
-        # before each batch, let it accept and close what came before. (A probe connection is opened each time:
-        # one kept open would meet the idle timeout while a batch runs.)
+        # the broker and meet the limit of 64 connections per process (all of these are this process's) or of
+        # 256 in all, which are checks of their own (check_connection_limit): before
+        # each batch, let it accept and close what came before. (A probe connection is opened each time: one kept
+        # open would meet the idle timeout while a batch runs.)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             with ctx.client() as probe:
                 now = probe.get_status()["connections"]
             probes += 1
-            if now["accepted"] >= before["accepted"] + start + probes and now["open"] <= 256 - batch - 1:
+            if now["accepted"] >= before["accepted"] + start + probes and now["open"] <= PER_PROCESS - batch - 1:
                 break
             time.sleep(0.05)
         churn_batch(ctx, start, batch, names, kinds)
