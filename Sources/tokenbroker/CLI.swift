@@ -80,6 +80,12 @@ struct Failure: Error, CustomStringConvertible {
         message
     }
 
+    /// Reports the failure as every command does: its message on stderr; its exit status returned.
+    func report() -> ExitCode {
+        Output.error(message)
+        return exitCode
+    }
+
     static func exitCode(for code: BrokerError.Code) -> ExitCode {
         switch code {
         case .interactionRequired, .userCanceled: ExitCode(2)
@@ -104,11 +110,9 @@ extension AsyncParsableCommand {
             defer { Task { await broker.close() } }
             try await body(broker)
         } catch let failure as Failure {
-            Output.error(failure.message)
-            throw failure.exitCode
+            throw failure.report()
         } catch let error as BrokerError {
-            Output.error(Failure(error).message)
-            throw Failure.exitCode(for: error.code)
+            throw Failure(error).report()
         }
     }
 }

@@ -1,3 +1,4 @@
+import ArgumentParser
 import BrokerClient
 import BrokerProtocol
 import Glibc
@@ -13,9 +14,10 @@ import Foundation
 /// answered without ArgumentParser, Swift concurrency or Codable (each of which costs start-up time: reflecting the
 /// command tree, starting threads, scanning protocol conformances).
 ///
-/// Only a token is answered here. Any other argument, form or answer (`--help`, `--json`, `--scope=x`, an error from
-/// the broker, no broker at all) returns nil before anything was printed, and the full CLI runs as if this were not
-/// here: its parsing, its messages and its exit statuses stay the only ones (git's input, once read, is handed on).
+/// Only a token is asked here. Any other argument or form (`--help`, `--json`, `--scope=x`, no broker at all)
+/// returns nil before anything was printed, and the full CLI runs as if this were not here: its parsing stays the
+/// only one (git's input, once read, is handed on). The broker's error is reported with the full CLI's own words
+/// and exit status, not asked again.
 /// The commands' decisions and output are the full CLI's own functions. `TOKENBROKER_CLI_FAST_PATH=0` turns it off
 /// (a test compares the two).
 enum FastPath {
@@ -30,43 +32,72 @@ enum FastPath {
             guard let request = given.tokenRequest, let token = silentToken(request, socket: given.socket) else {
                 return nil
             }
-            Output.line(token.accessToken)
+            switch token {
+            case .token(let token): Output.line(token.accessToken)
+            case .failed(let status): return status
+            }
         case .kubeCredential:
             // kubectl's id tokens come from the full CLI (it reads their expiry from the token itself).
             guard given.tokenType == nil || given.tokenType == "access", let request = given.tokenRequest,
                 case .success(let apiVersion) = KubeCredential.requestedAPIVersion(),
                 let token = silentToken(request, socket: given.socket)
             else { return nil }
-            let expiresAt = token.expiresOn / 1000
-            Output.write(
-                1,
-                KubeCredential.execCredential(apiVersion: apiVersion, token: token.accessToken, expiresAt: expiresAt)
-            )
+            switch token {
+            case .token(let token):
+                let expiresAt = token.expiresOn / 1000
+                Output.write(
+                    1,
+                    KubeCredential.execCredential(
+                        apiVersion: apiVersion,
+                        token: token.accessToken,
+                        expiresAt: expiresAt
+                    )
+                )
+            case .failed(let status): return status
+            }
         case .gitCredential:
             guard given.action == "get", case .success(let attributes) = CredentialInput.read(),
                 case .success(let request) = GitCredential.request(for: attributes, options: given.gitOptions),
                 let token = silentToken(request, socket: given.socket)
             else { return nil }
-            Output.write(
-                1,
-                GitCredential.answer(
-                    to: attributes,
-                    accessToken: token.accessToken,
-                    username: token.username,
-                    expiresOn: token.expiresOn
+            switch token {
+            case .token(let token):
+                Output.write(
+                    1,
+                    GitCredential.answer(
+                        to: attributes,
+                        accessToken: token.accessToken,
+                        username: token.username,
+                        expiresOn: token.expiresOn
+                    )
                 )
-            )
+            case .failed(let status): return status
+            }
         }
         return 0
     }
 
-    /// The token, or nil when anything but a token came of asking (the full CLI asks again and reports it).
-    private static func silentToken(_ request: TokenRequest, socket: String?) -> SilentCall.Token? {
+    /// The token, or the exit status of the broker's error, reported as the full CLI reports it.
+    ///
+    /// The call is made once: asking again would meet the broker's memory of a failed refresh, and say so. Nil when
+    /// nothing was asked (no broker, a request the plain writer does not write): the full CLI asks and reports.
+    private static func silentToken(_ request: TokenRequest, socket: String?) -> Answer? {
         // getenv, not ProcessInfo: it would copy the whole environment into a dictionary first.
         let path = socket ?? SocketLocation.resolve(variable: { getenv($0).map { String(cString: $0) } })
         guard let connection = try? BlockingConnection.connect(to: path) else { return nil }
         kept = connection
-        return try? connection.silentToken(request)
+        do {
+            return try connection.silentToken(request).map(Answer.token)
+        } catch {
+            return .failed(Failure(refusing: request, error).report().rawValue)
+        }
+    }
+
+    /// What came of asking.
+    private enum Answer {
+        case token(SilentCall.Token)
+        /// The broker's error, reported: the exit status.
+        case failed(Int32)
     }
 
     /// The connection, left for the process's exit to close: tearing it down instantiates the generic types of its

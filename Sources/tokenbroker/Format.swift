@@ -68,16 +68,22 @@ enum Format {
 }
 
 extension Broker {
-    /// A token without any UI; when a sign-in is needed, a failure whose hint is the `tokenbroker login` command
-    /// (for `token`, the git helper and the kube plugin alike).
+    /// A token without any UI; the broker's refusal as ``Failure/init(refusing:)``.
     func silentToken(_ request: TokenRequest) async throws -> TokenResult {
         do {
             return try await acquireTokenSilent(request)
         } catch {
-            // (A `catch … where` on a typed throw crashes the 6.3.1 compiler.)
-            guard error.code == .interactionRequired || error.code == .noAccount else { throw error }
-            throw Failure(error, hint: "sign in with: " + Format.loginCommand(for: request))
+            throw Failure(refusing: request, error)
         }
+    }
+}
+
+extension Failure {
+    /// The broker's refusal of a silent `request`, as `token`, the git helper and the kube plugin report it (on their
+    /// start-up path too): when a sign-in is needed, with the `tokenbroker login` command as a hint.
+    init(refusing request: TokenRequest, _ error: BrokerError) {
+        let needsSignIn = error.code == .interactionRequired || error.code == .noAccount
+        self.init(error, hint: needsSignIn ? "sign in with: " + Format.loginCommand(for: request) : nil)
     }
 }
 

@@ -614,6 +614,19 @@ class Tools(Checks):
                    (slow.returncode, without_ids(slow.stdout), without_ids(slow.stderr)),
                    f"{arguments} {extra}: {fast.returncode} vs {slow.returncode}, stderr {fast.stderr[-200:]!r} vs "
                    f"{slow.stderr[-200:]!r}, same stdout: {fast.stdout == slow.stdout}")
+        # The broker's error is reported from its one answer: the start-up path does not hand the request to the full
+        # CLI to ask again (which would meet the broker's memory of a failed refresh, and say so).
+        def failed_requests() -> int:
+            return json.loads(self.cli("status", "--json").stdout)["requests"]["failed"]
+
+        for arguments in (["token", *app, "--resource", VAULT, "--account", "nobody@contoso.example"],
+                          ["kube-credential", *app, "--resource", VAULT, "--account", "nobody@contoso.example"]):
+            before = failed_requests()
+            result = self.cli(*arguments)
+            after = failed_requests()
+            expect(result.returncode != 0 and result.stderr.startswith("tokenbroker: "),
+                   f"{arguments[0]}: {result.returncode} {result.stderr[-200:]!r}")
+            expect(after == before + 1, f"{arguments[0]}: the broker was asked {after - before} times for one error")
         # The plain form took the start-up path (no thread started); the full CLI starts its threads.
         for arguments in (cases[0], ["kube-credential", *app, "--resource", VAULT], [*helper, "get"]):
             threads = []

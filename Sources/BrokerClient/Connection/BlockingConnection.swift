@@ -70,60 +70,85 @@ package final class BlockingConnection: Transport {
     ) async throws(BrokerError)
         -> Method.Result
     {
-        typealias Result = Method.Result
-        return try state.withLock { (state) throws(BrokerError) -> Result in
+        try state.withLock { (state) throws(BrokerError) -> Method.Result in
             guard state.fd >= 0 else { throw BrokerError(.connectionLost, "the connection to the broker is closed") }
             let id = RequestID.number(state.nextID)
             state.nextID += 1
             try Self.send(try requestFrame(id: id, method: method, params: params), on: state.fd)
-            let decoder = ServerMessageDecoder { candidate in candidate == id ? Result.self : nil }
-            while true {
-                let line = try Self.readLine(&state)
-                let message: ServerMessage
-                do {
-                    message = try decoder.decode(line)
-                } catch {
-                    throw BrokerError(.internal, "the broker sent a message this library cannot read")
-                }
-                switch message {
-                case .result(id, let value):
-                    guard let result = value as? Result else {
-                        throw BrokerError(.internal, "the broker's answer has an unexpected shape")
-                    }
-                    return result
-                case .error(let errorID, let error) where errorID == id || errorID == nil:
-                    throw BrokerError(error)
-                case .notification(let notification):
-                    if let correlationId = notification.correlationId,
-                        let listener = listeners.withLock({ $0[correlationId] })
-                    {
-                        listener(notification)
-                    }
-                default:
-                    // An answer to an earlier, abandoned call: not ours.
-                    continue
-                }
-            }
+            return try answer(to: id, as: Method.Result.self, first: try Self.readLine(&state), state: &state)
         }
     }
 
-    /// `acquireTokenSilently` written and read without Codable (see ``SilentCall``), for a tool whose run is this one
-    /// call: the token, or nil when the broker answered anything else (ask again through ``call(_:_:)``, which reads
-    /// and reports every answer).
+    /// The answer to the call `id`, from `first` (a line already read) on: its result, or its error thrown;
+    /// notifications go to their listeners on the way, answers to earlier, abandoned calls are passed over.
+    private func answer<Result: Decodable & Sendable>(
+        to id: RequestID,
+        as type: Result.Type,
+        first: [UInt8],
+        state: inout State
+    ) throws(BrokerError) -> Result {
+        let decoder = ServerMessageDecoder { candidate in candidate == id ? Result.self : nil }
+        var line = first
+        while true {
+            let message: ServerMessage
+            do {
+                message = try decoder.decode(line)
+            } catch {
+                throw BrokerError(.internal, "the broker sent a message this library cannot read")
+            }
+            switch message {
+            case .result(id, let value):
+                guard let result = value as? Result else {
+                    throw BrokerError(.internal, "the broker's answer has an unexpected shape")
+                }
+                return result
+            case .error(let errorID, let error) where errorID == id || errorID == nil:
+                throw BrokerError(error)
+            case .notification(let notification):
+                if let correlationId = notification.correlationId,
+                    let listener = listeners.withLock({ $0[correlationId] })
+                {
+                    listener(notification)
+                }
+            default:
+                // An answer to an earlier, abandoned call: not ours.
+                break
+            }
+            line = try Self.readLine(&state)
+        }
+    }
+
+    /// `acquireTokenSilently` written and read without Codable (see ``SilentCall``): the token, or the broker's error.
+    ///
+    /// For a tool whose run is this one call. An answer the plain reader does not take (an error, a shape it leaves
+    /// alone) is read as ``call(_:_:)`` reads it, from the same line: the call is made once, whatever comes of it.
+    /// Nil when the request has a field the plain writer does not write (ask through ``call(_:_:)``).
     package func silentToken(_ request: TokenRequest) throws(BrokerError) -> SilentCall.Token? {
         try state.withLock { (state) throws(BrokerError) -> SilentCall.Token? in
             guard state.fd >= 0 else { throw BrokerError(.connectionLost, "the connection to the broker is closed") }
             let id = state.nextID
-            state.nextID += 1
             guard
                 let line = SilentCall.requestLine(request.authParameters, correlationId: request.correlationId, id: id)
             else { return nil }
+            state.nextID += 1
             try Self.send(line, on: state.fd)
             while true {
-                switch SilentCall.read(try Self.readLine(&state), id: id) {
+                let answerLine = try Self.readLine(&state)
+                switch SilentCall.read(answerLine, id: id) {
                 case .token(let token): return token
-                case .otherAnswer: return nil
                 case .notForThisCall: continue
+                case .otherAnswer:
+                    let result = try answer(
+                        to: .number(id),
+                        as: AcquireTokenResult.self,
+                        first: answerLine,
+                        state: &state
+                    ).brokerTokenResponse
+                    return SilentCall.Token(
+                        accessToken: result.accessToken.reveal(),
+                        expiresOn: result.expiresOn,
+                        username: result.account.username
+                    )
                 }
             }
         }
