@@ -177,9 +177,7 @@ struct GitCredential: AsyncParsableCommand {
         let request: TokenRequest
         switch Self.request(for: attributes, options: requestOptions) {
         case .success(let asked): request = asked
-        case .failure(let failure):
-            Output.error(failure.message)
-            throw failure.exitCode
+        case .failure(let failure): throw failure.report()
         }
         try await withBroker(connection) { broker in
             let result = try await broker.silentToken(request)
@@ -297,9 +295,7 @@ struct KubeCredential: AsyncParsableCommand {
         let apiVersion: String
         switch Self.requestedAPIVersion() {
         case .success(let version): apiVersion = version
-        case .failure(let failure):
-            Output.error(failure.message)
-            throw failure.exitCode
+        case .failure(let failure): throw failure.report()
         }
         try await withBroker(connection) { broker in
             let (token, expiresAt) = try await token(from: broker)
