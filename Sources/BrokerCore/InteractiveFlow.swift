@@ -2,23 +2,83 @@ import BrokerOAuth
 public import BrokerProtocol
 import Synchronization
 
-/// The connection an interactive request came on: where its notifications go, and whose close cancels it.
+/// The connection a request came on: where the notifications of its sign-in go, whose close cancels it, and
+/// when its own answer is on its way.
 public struct FlowOwner: Sendable {
     /// Identifies the connection (unique while the server runs).
     public let connection: UInt64
     /// Sends a notification to the caller; returns once it is written (or the connection is gone), so
     /// notifications keep their order and come before the response.
     public let notify: @Sendable (ServerNotification) async -> Void
+    /// Opens once this request's answer is queued on the connection: what the caller must see after the answer
+    /// waits for it.
+    public let answer: AnswerGate
 
-    /// Creates an owner.
+    /// Creates an owner whose requests' answers need no ordering (``AnswerGate/opened``).
     public init(connection: UInt64, notify: @escaping @Sendable (ServerNotification) async -> Void) {
+        self.init(connection: connection, notify: notify, answer: .opened)
+    }
+
+    private init(connection: UInt64, notify: @escaping @Sendable (ServerNotification) async -> Void, answer: AnswerGate)
+    {
         self.connection = connection
         self.notify = notify
+        self.answer = answer
+    }
+
+    /// The same connection, for one request whose answer opens `gate`.
+    public func answering(through gate: AnswerGate) -> FlowOwner {
+        FlowOwner(connection: connection, notify: notify, answer: gate)
     }
 
     /// No connection: for callers that take no notifications (a request made inside the broker, a front end
     /// without them).
     public static let none = FlowOwner(connection: 0) { _ in }
+}
+
+/// Work held back until a request's answer is queued on its connection.
+///
+/// `completeInteractiveFlow` resumes a sign-in that at once notifies `webAuth/didComplete` on the connection it
+/// came on; Protocol §10.3 step 4 puts the answer first. The resumption waits here until the front end has queued
+/// the answer, so the two writes cannot race.
+public final class AnswerGate: Sendable {
+    private let state: Mutex<(isOpen: Bool, held: [@Sendable () -> Void])>
+
+    /// A closed gate, for one request.
+    public convenience init() {
+        self.init(isOpen: false)
+    }
+
+    private init(isOpen: Bool) {
+        state = Mutex((isOpen, []))
+    }
+
+    /// Always open: for front ends whose answers and notifications do not share one ordered stream.
+    public static let opened = AnswerGate(isOpen: true)
+
+    /// Runs `work` once the gate opens (at once when it is open).
+    func afterAnswer(_ work: @escaping @Sendable () -> Void) {
+        let runNow = state.withLock { state -> Bool in
+            if !state.isOpen { state.held.append(work) }
+            return state.isOpen
+        }
+        if runNow { work() }
+    }
+
+    /// The answer is queued (or there is none): runs the work held back, in order.
+    public func open() {
+        let held = state.withLock { state -> [@Sendable () -> Void] in
+            state.isOpen = true
+            defer { state.held = [] }
+            return state.held
+        }
+        for work in held { work() }
+    }
+
+    /// How many pieces of work wait for the answer.
+    var heldCount: Int {
+        state.withLock { $0.held.count }
+    }
 }
 
 /// Why an interactive sign-in was stopped before it finished.
@@ -106,12 +166,12 @@ final class InteractiveFlow: Sendable {
         }
     }
 
-    /// `completeInteractiveFlow`: takes the app's redirect URL.
+    /// `completeInteractiveFlow`: takes the app's redirect URL; the sign-in resumes once `answer` opens.
     ///
     /// - Returns: false when the flow is not `embedded` or no longer waits.
     /// - Throws: `invalid_params` when the URL is not this flow's redirect (other target, wrong `state`); the flow
     ///   keeps waiting.
-    func complete(with responseUrl: Secret) throws(BrokerFailure) -> Bool {
+    func complete(with responseUrl: Secret, after answer: AnswerGate) throws(BrokerFailure) -> Bool {
         let verdict = state.withLock { state -> Acceptance? in
             guard webviewType == .embedded, case .waitingForRedirect = state.phase else { return nil }
             return Self.accept(responseUrl.reveal(), in: &state)
@@ -125,8 +185,11 @@ final class InteractiveFlow: Sendable {
                 "\(reason); the flow keeps waiting"
             )
         case .accepted?:
-            responseSink.yield()
-            responseSink.finish()
+            let sink = responseSink
+            answer.afterAnswer {
+                sink.yield()
+                sink.finish()
+            }
             return true
         }
     }
@@ -227,7 +290,7 @@ final class InteractiveFlow: Sendable {
         return await iterator.next()
     }
 
-    /// Waits until the app hands back this flow's redirect (``complete(with:)``); false when canceled.
+    /// Waits until the app hands back this flow's redirect (``complete(with:after:)``); false when canceled.
     func embeddedResponse() async -> Bool {
         var iterator = responses.makeAsyncIterator()
         return await iterator.next() != nil

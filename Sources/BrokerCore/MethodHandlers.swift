@@ -87,7 +87,7 @@ extension TokenBroker {
             }
         }
         handlers.on(Methods.CompleteInteractiveFlow.self) { params, _ in
-            .later { _ throws(BrokerFailure) in try self.completeInteractiveFlow(params) }
+            .later { owner throws(BrokerFailure) in try self.completeInteractiveFlow(params, answer: owner.answer) }
         }
         handlers.on(Methods.CancelInteractiveFlow.self) { params, _ in
             .later { _ in self.cancelInteractiveFlow(params) }

@@ -199,12 +199,14 @@ extension TokenBroker {
         }
     }
 
-    /// `completeInteractiveFlow`: the redirect URL an app's own web view reached.
+    /// `completeInteractiveFlow`: the redirect URL an app's own web view reached; the sign-in goes on (and says
+    /// `webAuth/didComplete`) once `answer` opens.
     public func completeInteractiveFlow(
-        _ params: CompleteInteractiveFlowParams
+        _ params: CompleteInteractiveFlowParams,
+        answer: AnswerGate = .opened
     ) throws(BrokerFailure) -> FlowControlResult {
         guard let flow = flows.flow(params.correlationId) else { return FlowControlResult(accepted: false) }
-        return FlowControlResult(accepted: try flow.complete(with: params.responseUrl))
+        return FlowControlResult(accepted: try flow.complete(with: params.responseUrl, after: answer))
     }
 
     /// `cancelInteractiveFlow`: stops a running sign-in; its request ends with `user_canceled`.

@@ -76,7 +76,9 @@ struct Connection: Sendable {
                         }
                         continue
                     }
-                    start(in: &requests, counting: inFlight, answeringOn: channel) { await pending.run(owner) }
+                    start(in: &requests, counting: inFlight, answeringOn: channel, for: owner) { owner in
+                        await pending.run(owner)
+                    }
                 case .largeFrame(let frame):
                     guard inFlight.value < limit else {
                         // Not decoded: its id is unknown, so the answer carries none.
@@ -84,7 +86,7 @@ struct Connection: Sendable {
                         try await channel.writeAndFlush(Dispatcher.encode(ErrorResponse(id: nil, error: busy)))
                         continue
                     }
-                    start(in: &requests, counting: inFlight, answeringOn: channel) {
+                    start(in: &requests, counting: inFlight, answeringOn: channel, for: owner) { owner in
                         switch await dispatcher.decodeOffLoop(frame) {
                         case .failure(let rejection): dispatcher.response(to: rejection)
                         case .success(let request):
@@ -147,23 +149,33 @@ struct Connection: Sendable {
 extension Connection {
     /// Runs `answer` in a task of `requests`, counted in flight on the connection and in the metrics until it has
     /// answered, then writes what it returns.
+    ///
+    /// `answer` gets `owner` with a gate of its own, opened once the answer is queued: a sign-in that the request
+    /// resumes notifies only after it (``AnswerGate``).
     private func start(
         in requests: inout ThrowingDiscardingTaskGroup<any Error>,
         counting inFlight: RequestCount,
         answeringOn channel: any Channel,
-        _ answer: @escaping @Sendable () async -> ByteBuffer?
+        for owner: FlowOwner,
+        _ answer: @escaping @Sendable (FlowOwner) async -> ByteBuffer?
     ) {
         let metrics = metrics
         inFlight.add(1)
         metrics.inFlight.add(1, ordering: .relaxed)
         requests.addTask {
-            let response = await answer()
+            let gate = AnswerGate()
+            let response = await answer(owner.answering(through: gate))
             // Answered, so no longer in flight: counted down before the write, because the peer may read the answer
             // and ask getStatus on another connection before this task resumes after the flush. The task group still
             // waits for the write before the connection closes.
             inFlight.add(-1)
             metrics.inFlight.subtract(1, ordering: .relaxed)
-            if let response { try await channel.writeAndFlush(response) }
+            guard let response else { return gate.open() }
+            // Queued first, then the gate opens: writes from other tasks reach the event loop after this one.
+            let written = channel.eventLoop.makePromise(of: Void.self)
+            channel.writeAndFlush(response, promise: written)
+            gate.open()
+            try await written.futureResult.get()
         }
     }
 }
