@@ -15,6 +15,7 @@ struct Dispatcher: Sendable {
     let metrics: ServerMetrics
     let logger: Logger
     private let decoder = RequestDecoder()
+    private let silentRequests = SilentRequestMemo()
 
     init(
         broker: TokenBroker,
@@ -44,11 +45,11 @@ struct Dispatcher: Sendable {
     static let largeFrameBytes = 64 << 10
 
     /// Answers a frame on the event loop: a remembered cached-token answer when the frame is a plain silent
-    /// request that has one (see ``SilentRequestReader``), else whatever ``prepare(_:caller:onEventLoop:)`` does
+    /// request that has one (see ``SilentRequestMemo`` and ``SilentRequestReader``), else whatever ``prepare(_:caller:onEventLoop:)`` does
     /// with the decoded request, or the rejection of one that does not decode.
     func answerOnEventLoop(_ frame: ByteBuffer, caller: Caller) -> Prepared {
         let bytes = Array(frame.readableBytesView)
-        if let (id, params) = SilentRequestReader.read(bytes) {
+        if let (id, params) = silentRequests.read(bytes) {
             if let response = broker.rememberedAnswer(params, id: id, caller: caller) {
                 metrics.succeeded.add(1, ordering: .relaxed)
                 return .answered(ByteBuffer(bytes: response))

@@ -7,15 +7,27 @@
 package enum SilentRequestReader {
     /// The request in `frame`, when it is a plain `acquireTokenSilently`; nil for ``RequestDecoder`` to decode.
     package static func read(_ frame: [UInt8]) -> (id: RequestID, params: AcquireTokenSilentlyParams)? {
+        readLocatingID(frame).map { ($0.id, $0.params) }
+    }
+
+    /// ``read(_:)``, and where the id's value is in `frame` (a string's with its quotes).
+    static func readLocatingID(_ frame: [UInt8]) -> Read? {
         guard let tape = try? JSONTape(frame, limits: .request), tape.nodes.first?.kind == .object else { return nil }
         return Reader(tape: tape).request()
+    }
+
+    struct Read {
+        let id: RequestID
+        let params: AcquireTokenSilentlyParams
+        let idBytes: Range<Int>
     }
 
     private struct Reader {
         let tape: JSONTape
 
-        func request() -> (id: RequestID, params: AcquireTokenSilentlyParams)? {
+        func request() -> Read? {
             var id: RequestID?
+            var idBytes = 0..<0
             var version = false
             var method = false
             var params: AcquireTokenSilentlyParams?
@@ -26,6 +38,9 @@ package enum SilentRequestReader {
                     method = plain(value) == "acquireTokenSilently"
                 } else if named(key, "id") {
                     id = requestID(value)
+                    let node = tape.nodes[value]
+                    let quotes = node.kind == .string ? 1 : 0
+                    idBytes = Int(node.start) - quotes..<Int(node.end) + quotes
                 } else if named(key, "params") {
                     params = silentParams(value)
                 } else {
@@ -33,7 +48,7 @@ package enum SilentRequestReader {
                 }
             }
             guard version, method, let id, let params else { return nil }
-            return (id, params)
+            return Read(id: id, params: params, idBytes: idBytes)
         }
 
         private func requestID(_ index: Int) -> RequestID? {

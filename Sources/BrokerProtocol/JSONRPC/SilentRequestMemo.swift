@@ -1,0 +1,250 @@
+import Synchronization
+
+/// Silent requests read before, so that the same line with another id is not parsed again.
+///
+/// An app asks for its token over and over with one and the same line but for its `id`. The memo keeps the lines
+/// ``SilentRequestReader`` took, split around the id's value, with what it read; a line whose bytes around its id
+/// are those of a remembered one, and whose id is a plain integer or short ASCII string, is that request with this
+/// id. Anything else goes to the reader, as before.
+///
+/// Only what the strict reader took is remembered, and only when this memo's own scan finds the id where the
+/// parser found it: a line is answered from here only if the parser would have read it the same way.
+package final class SilentRequestMemo: Sendable {
+    private final class Entry: Sendable {
+        let hash: UInt64
+        let beforeID: [UInt8]
+        let afterID: [UInt8]
+        let params: AcquireTokenSilentlyParams
+
+        init(hash: UInt64, beforeID: [UInt8], afterID: [UInt8], params: AcquireTokenSilentlyParams) {
+            self.hash = hash
+            self.beforeID = beforeID
+            self.afterID = afterID
+            self.params = params
+        }
+    }
+
+    /// Lines longer than this are not remembered (a silent request is a few hundred bytes).
+    static let maximumLineBytes = 2048
+
+    /// How a line is hashed: its bytes and where its id's value is.
+    package typealias Hash = @Sendable (_ line: [UInt8], _ aroundID: Range<Int>) -> UInt64
+
+    private let slots: Mutex<[Entry?]>
+    private let mask: Int
+    private let hash: Hash
+
+    /// A memo of `slots` lines (a power of two); a line takes the slot of its hash, replacing what was there.
+    ///
+    /// `hash` is for tests, which make lines collide to see that only equal bytes are taken.
+    package init(slots: Int = 64, hash: @escaping Hash = SilentRequestMemo.hash) {
+        precondition(slots > 0 && slots & (slots - 1) == 0, "slots must be a power of two")
+        self.slots = Mutex([Entry?](repeating: nil, count: slots))
+        mask = slots - 1
+        self.hash = hash
+    }
+
+    /// The request in `frame` when it is a plain `acquireTokenSilently` (as ``SilentRequestReader/read(_:)``).
+    package func read(_ frame: [UInt8]) -> (id: RequestID, params: AcquireTokenSilentlyParams)? {
+        let idValue = frame.count <= Self.maximumLineBytes ? Self.plainIDValue(in: frame) : nil
+        if let idValue, let (id, params) = remembered(frame, idValue: idValue) { return (id, params) }
+        guard let read = SilentRequestReader.readLocatingID(frame) else { return nil }
+        if let idValue, idValue.bytes == read.idBytes, idValue.id == read.id {
+            remember(frame, around: idValue.bytes, params: read.params)
+        }
+        return (read.id, read.params)
+    }
+
+    /// The request in `frame` when the memo has it; nil otherwise (without asking the reader).
+    package func remembered(_ frame: [UInt8]) -> (id: RequestID, params: AcquireTokenSilentlyParams)? {
+        guard frame.count <= Self.maximumLineBytes, let idValue = Self.plainIDValue(in: frame) else { return nil }
+        return remembered(frame, idValue: idValue).map { (id: $0.0, params: $0.1) }
+    }
+
+    private func remembered(_ frame: [UInt8], idValue: IDValue) -> (RequestID, AcquireTokenSilentlyParams)? {
+        let hash = hash(frame, idValue.bytes)
+        guard let entry = slots.withLock({ $0[Int(truncatingIfNeeded: hash) & mask] }), entry.hash == hash else {
+            return nil
+        }
+        let same = frame.withUnsafeBytes { line in
+            Self.equal(entry.beforeID, UnsafeRawBufferPointer(rebasing: line[..<idValue.bytes.lowerBound]))
+                && Self.equal(entry.afterID, UnsafeRawBufferPointer(rebasing: line[idValue.bytes.upperBound...]))
+        }
+        return same ? (idValue.id, entry.params) : nil
+    }
+
+    /// Whether `remembered` and `bytes` are the same bytes, compared a word at a time.
+    private static func equal(_ remembered: [UInt8], _ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard remembered.count == bytes.count else { return false }
+        return remembered.withUnsafeBytes { remembered in
+            var position = 0
+            while position + 8 <= bytes.count {
+                guard
+                    remembered.loadUnaligned(fromByteOffset: position, as: UInt64.self)
+                        == bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self)
+                else { return false }
+                position += 8
+            }
+            while position < bytes.count {
+                guard remembered[position] == bytes[position] else { return false }
+                position += 1
+            }
+            return true
+        }
+    }
+
+    private func remember(_ frame: [UInt8], around idBytes: Range<Int>, params: AcquireTokenSilentlyParams) {
+        let hash = hash(frame, idBytes)
+        let entry = Entry(
+            hash: hash,
+            beforeID: Array(frame[..<idBytes.lowerBound]),
+            afterID: Array(frame[idBytes.upperBound...]),
+            params: params
+        )
+        slots.withLock { $0[Int(truncatingIfNeeded: hash) & mask] = entry }
+    }
+
+    /// A fast hash of the bytes around the id (not for a table an attacker may flood: a slot only ever holds one
+    /// line, and a collision just sends the line to the reader).
+    package static func hash(_ frame: [UInt8], around idBytes: Range<Int>) -> UInt64 {
+        var hash = UInt64(truncatingIfNeeded: idBytes.lowerBound) &* 0x9E37_79B9_7F4A_7C15
+        frame.withUnsafeBytes { bytes in
+            func add(_ range: Range<Int>) {
+                var position = range.lowerBound
+                while position + 8 <= range.upperBound {
+                    hash = mix(hash, bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+                    position += 8
+                }
+                var tail: UInt64 = 0
+                while position < range.upperBound {
+                    tail = tail << 8 | UInt64(bytes[position])
+                    position += 1
+                }
+                hash = mix(hash, tail)
+            }
+            add(0..<idBytes.lowerBound)
+            add(idBytes.upperBound..<bytes.count)
+        }
+        return hash
+    }
+
+    private static func mix(_ hash: UInt64, _ word: UInt64) -> UInt64 {
+        let mixed = (hash ^ word) &* 0xFF51_AFD7_ED55_8CCD
+        return mixed ^ (mixed >> 32)
+    }
+
+    struct IDValue {
+        let id: RequestID
+        /// The value's bytes in the line (a string's with its quotes).
+        let bytes: Range<Int>
+    }
+
+    /// The value of the top-level `id` member when it is an integer (`-?(0|[1-9][0-9]*)`, in range) or a string of
+    /// printable ASCII without escapes, of at most ``WireProtocol/maximumStringIdBytes``; nil for anything else.
+    ///
+    /// A scan, not a parse: it follows strings and nesting only far enough to find the first member named `id` of
+    /// the outermost object. Its result is trusted only where the parser found the same.
+    static func plainIDValue(in line: [UInt8]) -> IDValue? {
+        line.withUnsafeBufferPointer { line -> IDValue? in
+            var depth = 0
+            var expectingKey = false
+            var position = 0
+            while position < line.count {
+                switch line[position] {
+                case UInt8(ascii: "\""):
+                    let start = position
+                    position += 1
+                    while position < line.count, line[position] != UInt8(ascii: "\"") {
+                        position += line[position] == UInt8(ascii: "\\") ? 2 : 1
+                    }
+                    guard position < line.count else { return nil }
+                    position += 1
+                    guard depth == 1, expectingKey else {
+                        expectingKey = false
+                        continue
+                    }
+                    expectingKey = false
+                    guard position - start == 4, line[start + 1] == UInt8(ascii: "i"),
+                        line[start + 2] == UInt8(ascii: "d")
+                    else { continue }
+                    skipWhitespace(line, &position)
+                    guard position < line.count, line[position] == UInt8(ascii: ":") else { return nil }
+                    position += 1
+                    skipWhitespace(line, &position)
+                    return value(in: line, at: position)
+                case UInt8(ascii: "{"):
+                    depth += 1
+                    expectingKey = depth == 1
+                    position += 1
+                case UInt8(ascii: "["):
+                    depth += 1
+                    expectingKey = false
+                    position += 1
+                case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                    depth -= 1
+                    expectingKey = false
+                    position += 1
+                case UInt8(ascii: ","):
+                    expectingKey = depth == 1
+                    position += 1
+                case 0x20, 0x09, 0x0A, 0x0D:
+                    position += 1
+                default:
+                    expectingKey = false
+                    position += 1
+                }
+            }
+            return nil
+        }
+    }
+
+    private static func skipWhitespace(_ line: UnsafeBufferPointer<UInt8>, _ position: inout Int) {
+        while position < line.count {
+            switch line[position] {
+            case 0x20, 0x09, 0x0A, 0x0D: position += 1
+            default: return
+            }
+        }
+    }
+
+    private static func value(in line: UnsafeBufferPointer<UInt8>, at start: Int) -> IDValue? {
+        guard start < line.count else { return nil }
+        var position = start
+        if line[position] == UInt8(ascii: "\"") {
+            position += 1
+            while position < line.count, line[position] >= 0x20, line[position] <= 0x7E,
+                line[position] != UInt8(ascii: "\""), line[position] != UInt8(ascii: "\\")
+            {
+                position += 1
+            }
+            guard position < line.count, line[position] == UInt8(ascii: "\""),
+                position - start - 1 <= WireProtocol.maximumStringIdBytes
+            else { return nil }
+            let text = String(decoding: UnsafeBufferPointer(rebasing: line[start + 1..<position]), as: UTF8.self)
+            return IDValue(id: .string(text), bytes: start..<position + 1)
+        }
+        let negative = line[position] == UInt8(ascii: "-")
+        if negative { position += 1 }
+        let digitsStart = position
+        var value: Int64 = 0
+        while position < line.count, line[position] >= UInt8(ascii: "0"), line[position] <= UInt8(ascii: "9") {
+            let digit = Int64(line[position] - UInt8(ascii: "0"))
+            let (times, overflow) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) =
+                negative ? times.subtractingReportingOverflow(digit) : times.addingReportingOverflow(digit)
+            guard !overflow, !overflow2 else { return nil }
+            value = sum
+            position += 1
+        }
+        let digits = position - digitsStart
+        // No digits, a leading zero, or a fraction or exponent next: not a plain integer.
+        guard digits > 0, digits == 1 || line[digitsStart] != UInt8(ascii: "0") else { return nil }
+        if position < line.count {
+            switch line[position] {
+            case UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E"): return nil
+            default: break
+            }
+        }
+        return IDValue(id: .number(value), bytes: start..<position)
+    }
+}

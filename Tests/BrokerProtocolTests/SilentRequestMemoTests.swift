@@ -1,0 +1,117 @@
+import BrokerProtocol
+import Foundation
+import Testing
+
+/// The memo in front of the silent reader: a line it has read before, with another id, is read from memory; and
+/// whatever it answers, the strict decoder reads the same.
+struct SilentRequestMemoTests {
+    typealias Generator = JSONDifferentialTests.Generator
+
+    private static let line =
+        #"{"jsonrpc":"2.0","id":1,"method":"acquireTokenSilently","params":{"authParameters":{"clientId":"app","authority":"https://login.microsoftonline.com/common","requestedScopes":["User.Read"],"account":{"username":"ada@contoso.com"}}}}"#
+
+    private static func line(id: String) -> [UInt8] {
+        Array(line.replacingOccurrences(of: #""id":1,"#, with: #""id":\#(id),"#).utf8)
+    }
+
+    /// What the memo took must be what the decoder decodes.
+    private func expectSameAsDecoder(_ bytes: [UInt8], _ read: (id: RequestID, params: AcquireTokenSilentlyParams)) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard case .success(let request) = RequestDecoder().decode(bytes) else {
+            Issue.record("the memo took what the decoder refuses: \(text)")
+            return
+        }
+        #expect(request.id == read.id, "\(text)")
+        #expect(!request.isNotification, "\(text)")
+        #expect((request.call.params as? AcquireTokenSilentlyParams) == read.params, "\(text)")
+    }
+
+    @Test func theSameLineWithAnotherIDIsReadFromMemory() throws {
+        let memo = SilentRequestMemo()
+        #expect(memo.remembered(Self.line(id: "1")) == nil)
+        let first = try #require(memo.read(Self.line(id: "1")))
+        for id in ["7", "-0", "0", "9223372036854775807", "-9223372036854775808", #""""#, #""a b~!""#] {
+            let read = try #require(memo.remembered(Self.line(id: id)), "\(id)")
+            #expect(read.params == first.params)
+            expectSameAsDecoder(Self.line(id: id), read)
+        }
+        #expect(memo.remembered(Self.line(id: "7"))?.id == .number(7))
+        #expect(memo.remembered(Self.line(id: #""x""#))?.id == .string("x"))
+    }
+
+    /// Ids that are not plain integers or plain ASCII strings, and lines that differ anywhere but in the id, go to
+    /// the reader; its answer (or the decoder's refusal) stands.
+    @Test func anythingElseGoesToTheReader() throws {
+        let memo = SilentRequestMemo()
+        _ = try #require(memo.read(Self.line(id: "1")))
+        let notPlain = [
+            "01", "1.5", "1e3", "-", "--1", "99999999999999999999", #""a\"b""#, #""é""#, #""\u0041""#, "null", "[1]",
+            "{}", "true", " 1", String(repeating: "1", count: 30),
+            #""\#(String(repeating: "i", count: 257))""#,
+        ]
+        for id in notPlain {
+            let bytes = Self.line(id: id)
+            #expect(memo.remembered(bytes) == nil, "\(id)")
+            if let read = memo.read(bytes) { expectSameAsDecoder(bytes, read) }
+        }
+        let elsewhere = Array(Self.line.replacingOccurrences(of: "User.Read", with: "User.Write").utf8)
+        #expect(memo.remembered(elsewhere) == nil)
+        // The id of a nested object is not the request's: a line without one is refused, memo or not.
+        let nested = Array(
+            Self.line.replacingOccurrences(of: #""id":1,"#, with: "").replacingOccurrences(
+                of: #""account":{"#,
+                with: #""account":{"id":1,"#
+            ).utf8
+        )
+        #expect(memo.read(nested) == nil)
+        #expect(memo.remembered(nested) == nil)
+    }
+
+    /// Lines whose hashes collide share a slot, and only the line with the same bytes is taken from it.
+    @Test func aCollidingLineIsNotTakenForAnother() throws {
+        let memo = SilentRequestMemo(slots: 1) { _, _ in 42 }
+        let readLine = Self.line(id: "1")
+        let writeLine = Array(
+            String(decoding: readLine, as: UTF8.self).replacingOccurrences(
+                of: "User.Read",
+                with: "User.Write"
+            ).utf8
+        )
+        _ = try #require(memo.read(readLine))
+        #expect(memo.remembered(writeLine) == nil)
+        let write = try #require(memo.read(writeLine))
+        expectSameAsDecoder(writeLine, write)
+        #expect(memo.remembered(Self.line(id: "2")) == nil)
+        #expect(memo.remembered(writeLine)?.params == write.params)
+    }
+
+    /// Thousands of lines that differ from remembered ones by a few bytes (in the id or anywhere else): whatever
+    /// the memo takes, the decoder reads the same.
+    @Test func agreesWithTheDecoderOnMutatedLines() {
+        let memo = SilentRequestMemo()
+        let plain = SilentRequestReaderTests.plain.map { Array($0.utf8) } + [Self.line(id: #""s""#)]
+        for line in plain { #expect(memo.read(line) != nil) }
+        let pieces = ["0", "1", "-", ".", "e", "\"", "\\", " ", ",", ":", "}", "{", "é", "\"id\":2,", "null", "\u{01}"]
+        var fromMemory = 0
+        for seed in UInt64(0)..<6000 {
+            var random = Generator(state: seed)
+            var bytes = plain[Int(seed) % plain.count]
+            // Most mutations land at or near the id, where the memo reads for itself.
+            let idAt = bytes.firstRange(of: Array(#""id""#.utf8))?.upperBound ?? 0
+            for _ in 0..<Int.random(in: 1...2, using: &random) {
+                let near = min(bytes.count - 1, idAt + Int.random(in: 0..<8, using: &random))
+                let at = Bool.random(using: &random) ? near : Int.random(in: 0..<bytes.count, using: &random)
+                switch Int.random(in: 0..<3, using: &random) {
+                case 0: bytes[at] = UInt8.random(in: 0x20...0x7E, using: &random)
+                case 1: bytes.remove(at: at)
+                default: bytes.insert(contentsOf: Array(pieces.randomElement(using: &random)!.utf8), at: at)
+                }
+                if bytes.isEmpty { bytes = [UInt8(ascii: "{")] }
+            }
+            if memo.remembered(bytes) != nil { fromMemory += 1 }
+            if let read = memo.read(bytes) { expectSameAsDecoder(bytes, read) }
+        }
+        // The memo answered some of them itself.
+        #expect(fromMemory > 100)
+    }
+}
