@@ -28,7 +28,7 @@ public final class AuditLog: Sendable {
 
     /// Who got what: everything an audit line says.
     struct Issuance: Hashable {
-        let caller: CallerFields
+        let caller: Caller
         let issue: TokenIssue
     }
 
@@ -45,17 +45,33 @@ public final class AuditLog: Sendable {
     }
 
     /// What a token issuance's audit line says besides the caller and the correlation id.
+    ///
+    /// Hashed once: a remembered answer keeps its issue, and counting a repeat then hashes a number, not four
+    /// strings.
     struct TokenIssue: Hashable, Sendable {
         let clientId: String
         let scopes: String
         let account: String
         let source: String
+        private let hash: Int
+
+        static func == (left: TokenIssue, right: TokenIssue) -> Bool {
+            left.hash == right.hash && left.clientId == right.clientId && left.scopes == right.scopes
+                && left.account == right.account && left.source == right.source
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(hash)
+        }
 
         init(clientId: String, scopes: [String], account: Account, source: TokenSource) {
             self.clientId = clientId
             self.scopes = scopes.joined(separator: " ")
             self.account = account.username.isEmpty ? account.identifier : account.username
             self.source = source.rawValue
+            var hasher = Hasher()
+            for field in [self.clientId, self.scopes, self.account, self.source] { hasher.combine(field) }
+            hash = hasher.finalize()
         }
     }
 
@@ -75,7 +91,7 @@ public final class AuditLog: Sendable {
     }
 
     func tokenIssued(_ issue: TokenIssue, to caller: Caller, correlationId: String) {
-        let issuance = Issuance(caller: CallerFields(caller), issue: issue)
+        let issuance = Issuance(caller: caller, issue: issue)
         guard window > .zero else { return write(issuance, correlationId: correlationId, repeats: nil) }
         let instant = clock.elapsed
         let (isFirst, summaries) = state.withLock { state -> (Bool, [Issuance: Int]) in
@@ -113,7 +129,7 @@ public final class AuditLog: Sendable {
     }
 
     private func write(_ issuance: Issuance, correlationId: String?, repeats: Int?) {
-        var metadata = issuance.caller.metadata
+        var metadata = CallerFields(issuance.caller).metadata
         metadata["client_id"] = "\(issuance.issue.clientId)"
         metadata["scopes"] = "\(issuance.issue.scopes)"
         metadata["account"] = "\(issuance.issue.account)"
