@@ -117,6 +117,10 @@ struct Daemon: AsyncParsableCommand {
     /// Runs Swift concurrency on NIO's event-loop threads: a request then moves from the socket to the broker
     /// and back without switching threads (two event loops instead of four threads on a two-core machine).
     static func main() async {
+        // Half the cores for event loops (one on two): the apps that ask share the machine with the daemon, and on
+        // two cores a second loop made each cached answer cost 15 µs of CPU instead of 12, in wake-ups and context
+        // switches against the apps' threads (BENCHMARKS.md, "Close to the floor, third pass").
+        NIOSingletons.groupLoopCountSuggestion = max(1, System.coreCount / 2)
         NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
         await main(nil)
     }
