@@ -9,11 +9,13 @@ import BrokerServer
 import BrokerSettings
 import BrokerSystemd
 import BrokerTime
+import CLinuxSupport
 import Foundation
 import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 /// `tokenbrokerd`: the per-user token broker daemon.
@@ -115,14 +117,35 @@ struct Daemon: AsyncParsableCommand {
     var noBus = false
 
     /// Runs Swift concurrency on NIO's event-loop threads: a request then moves from the socket to the broker
-    /// and back without switching threads (two event loops instead of four threads on a two-core machine).
+    /// and back without switching threads.
     static func main() async {
         // Half the cores for event loops (one on two): the apps that ask share the machine with the daemon, and on
         // two cores a second loop made each cached answer cost 15 µs of CPU instead of 12, in wake-ups and context
         // switches against the apps' threads (BENCHMARKS.md, "Close to the floor, third pass").
         NIOSingletons.groupLoopCountSuggestion = max(1, System.coreCount / 2)
-        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        let tookOver =
+            NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+            || installEnqueueHook()
+        tasksRunOnEventLoops.store(tookOver, ordering: .relaxed)
         await main(nil)
+    }
+
+    /// Whether ``main()`` moved Swift concurrency onto the event loops.
+    private static let tasksRunOnEventLoops = Atomic<Bool>(false)
+
+    /// What the runtime calls to enqueue a task on the global executor: the job, and the runtime's own enqueue.
+    private typealias EnqueueHook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void
+
+    /// Sends every task to the event loops, as SwiftNIO's takeover does, for the release daemon.
+    ///
+    /// Its static Swift runtime is linked with `--exclude-libs ALL`, which hides the hook from the dlsym that the
+    /// takeover uses; the tests' debug daemon, on the shared runtime, takes the NIO path. A task enqueued from an
+    /// event loop stays on it.
+    private static func installEnqueueHook() -> Bool {
+        let hook: EnqueueHook = { job, _ in
+            MultiThreadedEventLoopGroup.singleton.any().executor.enqueue(ExecutorJob(job))
+        }
+        return tb_install_enqueue_global_hook(unsafeBitCast(hook, to: UnsafeMutableRawPointer.self)) != 0
     }
 
     func validate() throws {
@@ -150,6 +173,11 @@ struct Daemon: AsyncParsableCommand {
             return LevelControlled(StreamLogHandler.standardError(label: label), control: levels)
         }
         let logger = Logger(label: "tokenbroker")
+        if !Self.tasksRunOnEventLoops.load(ordering: .relaxed) {
+            logger.warning(
+                "Swift concurrency runs on Dispatch's threads, not the event loops (the runtime's enqueue hook was not found): every answer that waits hops threads"
+            )
+        }
         for problem in ProcessHardening.apply() {
             logger.warning("\(problem)")
         }

@@ -19,3 +19,14 @@ int tb_pidfd_is_alive(int pidfd);
 /// The inode of a pidfd on pidfs (Linux >= 6.9): an id of the process that is never reused while the system runs,
 /// whatever its pid namespace; 0 where pidfds are not on pidfs.
 unsigned long long tb_pidfd_process_id(int pidfd);
+
+/// The Swift runtime's hook for enqueueing a task on the global executor (swift/Runtime/Concurrency.h). SwiftNIO
+/// finds it with dlsym; a static Swift runtime is linked with --exclude-libs ALL, which hides it from dlsym, so the
+/// daemon sets it here instead. Only a module that calls this function references the hook.
+extern void *swift_task_enqueueGlobal_hook;
+
+/// Sets `swift_task_enqueueGlobal_hook` to `hook` when no hook is set; returns whether it set it.
+static inline int tb_install_enqueue_global_hook(void *hook) {
+    return __atomic_compare_exchange_n(&swift_task_enqueueGlobal_hook, &(void *){NULL}, hook, 0, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST);
+}
