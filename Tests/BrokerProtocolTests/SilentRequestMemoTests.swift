@@ -16,14 +16,7 @@ struct SilentRequestMemoTests {
 
     /// What the memo took must be what the decoder decodes.
     private func expectSameAsDecoder(_ bytes: [UInt8], _ read: (id: RequestID, params: AcquireTokenSilentlyParams)) {
-        let text = String(decoding: bytes, as: UTF8.self)
-        guard case .success(let request) = RequestDecoder().decode(bytes) else {
-            Issue.record("the memo took what the decoder refuses: \(text)")
-            return
-        }
-        #expect(request.id == read.id, "\(text)")
-        #expect(!request.isNotification, "\(text)")
-        #expect((request.call.params as? AcquireTokenSilentlyParams) == read.params, "\(text)")
+        SilentRequestReaderTests.expectSameAsDecoder(bytes, read)
     }
 
     @Test func theSameLineWithAnotherIDIsReadFromMemory() throws {

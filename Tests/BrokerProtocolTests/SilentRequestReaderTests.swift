@@ -38,10 +38,10 @@ struct SilentRequestReaderTests {
 
     /// What the reader took must be what the decoder decodes: same id, a request (not a notification) of
     /// `acquireTokenSilently`, same params.
-    private func expectSameAsDecoder(_ bytes: [UInt8], _ read: (id: RequestID, params: AcquireTokenSilentlyParams)) {
+    static func expectSameAsDecoder(_ bytes: [UInt8], _ read: (id: RequestID, params: AcquireTokenSilentlyParams)) {
         let text = String(decoding: bytes, as: UTF8.self)
         guard case .success(let request) = RequestDecoder().decode(bytes) else {
-            Issue.record("the reader took what the decoder refuses: \(text)")
+            Issue.record("the fast path took what the decoder refuses: \(text)")
             return
         }
         #expect(request.id == read.id, "\(text)")
@@ -54,7 +54,7 @@ struct SilentRequestReaderTests {
     func readsPlainRequestsAsTheDecoderDoes(text: String) throws {
         let bytes = Array(text.utf8)
         let read = try #require(SilentRequestReader.read(bytes))
-        expectSameAsDecoder(bytes, read)
+        Self.expectSameAsDecoder(bytes, read)
     }
 
     @Test(arguments: leftToTheDecoder)
@@ -85,7 +85,7 @@ struct SilentRequestReaderTests {
             }
             if let read = SilentRequestReader.read(bytes) {
                 taken += 1
-                expectSameAsDecoder(bytes, read)
+                Self.expectSameAsDecoder(bytes, read)
             } else {
                 left += 1
             }

@@ -95,16 +95,23 @@ struct JSONTape {
         if negative { position += 1 }
         while position < Int(node.end) {
             let byte = bytes[position]
-            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
-            let digit = Int64(byte - UInt8(ascii: "0"))
-            let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
-            let (sum, overflow2) =
-                negative ? times.subtractingReportingOverflow(digit) : times.addingReportingOverflow(digit)
-            guard !overflow1, !overflow2 else { return nil }
-            value = sum
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"),
+                let next = Self.appending(digit: byte, to: value, negative: negative)
+            else { return nil }
+            value = next
             position += 1
         }
         return value
+    }
+
+    /// `value` with one more decimal digit (the ASCII `digit`) after it, away from zero in the number's sign; nil
+    /// past Int64's range.
+    static func appending(digit: UInt8, to value: Int64, negative: Bool) -> Int64? {
+        let digit = Int64(digit - UInt8(ascii: "0"))
+        let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
+        let (sum, overflow2) =
+            negative ? times.subtractingReportingOverflow(digit) : times.addingReportingOverflow(digit)
+        return overflow1 || overflow2 ? nil : sum
     }
 
     /// The value of the member `key` of the object node at `index`; nil when it has none (or is no object).

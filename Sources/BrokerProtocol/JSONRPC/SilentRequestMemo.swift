@@ -228,12 +228,10 @@ package final class SilentRequestMemo: Sendable {
         let digitsStart = position
         var value: Int64 = 0
         while position < line.count, line[position] >= UInt8(ascii: "0"), line[position] <= UInt8(ascii: "9") {
-            let digit = Int64(line[position] - UInt8(ascii: "0"))
-            let (times, overflow) = value.multipliedReportingOverflow(by: 10)
-            let (sum, overflow2) =
-                negative ? times.subtractingReportingOverflow(digit) : times.addingReportingOverflow(digit)
-            guard !overflow, !overflow2 else { return nil }
-            value = sum
+            guard let next = JSONTape.appending(digit: line[position], to: value, negative: negative) else {
+                return nil
+            }
+            value = next
             position += 1
         }
         let digits = position - digitsStart
