@@ -63,7 +63,7 @@ public struct InteractiveRequest: Sendable, Hashable {
         claims: String? = nil,
         timeout: Duration? = nil,
         environment: [String: String] = InteractiveRequest.sessionEnvironment(),
-        correlationId: String = UUID().uuidString
+        correlationId: String = UUID.random().uuidString
     ) {
         self.clientId = clientId
         self.scopes = scopes

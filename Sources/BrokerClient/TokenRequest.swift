@@ -39,7 +39,7 @@ public struct TokenRequest: Sendable, Hashable {
         minimumValidity: Duration? = nil,
         forceRefresh: Bool = false,
         claims: String? = nil,
-        correlationId: String = UUID().uuidString
+        correlationId: String = UUID.random().uuidString
     ) {
         self.clientId = clientId
         self.scopes = scopes

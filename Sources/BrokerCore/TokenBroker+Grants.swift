@@ -138,7 +138,7 @@ extension TokenBroker {
             "revoked",
             by: caller,
             grant: grant,
-            correlationId: params.correlationId ?? UUID().uuidString
+            correlationId: params.correlationId ?? UUID.random().uuidString
         )
         return grant
     }
@@ -181,7 +181,7 @@ extension TokenBroker {
         audit.accessTokenDiscarded(
             by: caller,
             clientId: found.clientId,
-            correlationId: params.correlationId ?? UUID().uuidString
+            correlationId: params.correlationId ?? UUID.random().uuidString
         )
         return DiscardAccessTokenResult(discarded: true)
     }

@@ -20,7 +20,7 @@ extension TokenBroker {
         let (found, generation) = try cache.read { contents throws(BrokerFailure) in
             (try request.lookUp(in: contents, now: now), cache.generation)
         }
-        let correlationId = params.correlationId ?? UUID().uuidString
+        let correlationId = params.correlationId ?? UUID.random().uuidString
         if let token = found.accessToken, found.freshness == .fresh, !request.bypassesCache {
             let result = issue(token, from: found, request: request, correlationId: correlationId, caller: caller)
             remember(result, for: params.authParameters, seconds: found.answerHolds, generation: generation)

@@ -68,7 +68,7 @@ public struct Broker1Translator: Sendable {
                 )
             )
         }
-        let correlationId = correlationId.isEmpty ? UUID().uuidString : correlationId
+        let correlationId = correlationId.isEmpty ? UUID.random().uuidString : correlationId
         do throws(BrokerFailure) {
             switch method {
             case .getAccounts: return try accounts(request, correlationId: correlationId, caller: caller)

@@ -122,7 +122,7 @@ public final class IdentityEndpoint: Service, Sendable {
             broker.whenCacheOpen { params, caller throws(BrokerFailure) in
                 try self.broker.requireOpenCache()
                 let plan = try self.broker.planGrant(params)
-                let correlationId = params.correlationId ?? UUID().uuidString
+                let correlationId = params.correlationId ?? UUID.random().uuidString
                 return .later { _ throws(BrokerFailure) in
                     let bound: ListenAddress
                     do {
