@@ -29,39 +29,28 @@ enum FastPath {
         else { return nil }
         switch command {
         case .token:
-            guard let request = given.tokenRequest, let token = silentToken(request, socket: given.socket) else {
-                return nil
-            }
-            switch token {
-            case .token(let token): Output.line(token.accessToken)
-            case .failed(let status): return status
-            }
+            guard let request = given.tokenRequest else { return nil }
+            return answer(request, socket: given.socket) { Output.line($0.accessToken) }
         case .kubeCredential:
             // kubectl's id tokens come from the full CLI (it reads their expiry from the token itself).
             guard given.tokenType == nil || given.tokenType == "access", let request = given.tokenRequest,
-                case .success(let apiVersion) = KubeCredential.requestedAPIVersion(),
-                let token = silentToken(request, socket: given.socket)
+                case .success(let apiVersion) = KubeCredential.requestedAPIVersion()
             else { return nil }
-            switch token {
-            case .token(let token):
-                let expiresAt = token.expiresOn / 1000
+            return answer(request, socket: given.socket) { token in
                 Output.write(
                     1,
                     KubeCredential.execCredential(
                         apiVersion: apiVersion,
                         token: token.accessToken,
-                        expiresAt: expiresAt
+                        expiresAt: token.expiresOn / 1000
                     )
                 )
-            case .failed(let status): return status
             }
         case .gitCredential:
             guard given.action == "get", case .success(let attributes) = CredentialInput.read(),
-                case .success(let request) = GitCredential.request(for: attributes, options: given.gitOptions),
-                let token = silentToken(request, socket: given.socket)
+                case .success(let request) = GitCredential.request(for: attributes, options: given.gitOptions)
             else { return nil }
-            switch token {
-            case .token(let token):
+            return answer(request, socket: given.socket) { token in
                 Output.write(
                     1,
                     GitCredential.answer(
@@ -71,33 +60,31 @@ enum FastPath {
                         expiresOn: token.expiresOn
                     )
                 )
-            case .failed(let status): return status
             }
         }
-        return 0
     }
 
-    /// The token, or the exit status of the broker's error, reported as the full CLI reports it.
+    /// Asks for the token once and writes it with `write` (exit status 0), or reports the broker's error as the full
+    /// CLI reports it (its exit status).
     ///
-    /// The call is made once: asking again would meet the broker's memory of a failed refresh, and say so. Nil when
-    /// nothing was asked (no broker, a request the plain writer does not write): the full CLI asks and reports.
-    private static func silentToken(_ request: TokenRequest, socket: String?) -> Answer? {
+    /// Asking again would meet the broker's memory of a failed refresh, and say so. Nil when nothing was asked (no
+    /// broker, a request the plain writer does not write): the full CLI asks and reports.
+    private static func answer(
+        _ request: TokenRequest,
+        socket: String?,
+        write: (SilentCall.Token) -> Void
+    ) -> Int32? {
         // getenv, not ProcessInfo: it would copy the whole environment into a dictionary first.
         let path = socket ?? SocketLocation.resolve(variable: { getenv($0).map { String(cString: $0) } })
         guard let connection = try? BlockingConnection.connect(to: path) else { return nil }
         kept = connection
         do {
-            return try connection.silentToken(request).map(Answer.token)
+            guard let token = try connection.silentToken(request) else { return nil }
+            write(token)
+            return 0
         } catch {
-            return .failed(Failure(refusing: request, error).report().rawValue)
+            return Failure(refusing: request, error).report().rawValue
         }
-    }
-
-    /// What came of asking.
-    private enum Answer {
-        case token(SilentCall.Token)
-        /// The broker's error, reported: the exit status.
-        case failed(Int32)
     }
 
     /// The connection, left for the process's exit to close: tearing it down instantiates the generic types of its
