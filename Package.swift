@@ -1,4 +1,5 @@
 // swift-tools-version:6.2
+import Foundation
 import PackageDescription
 
 // Every target of ours gets the same settings: Swift 6 mode, explicit public imports, warnings as errors.
@@ -31,6 +32,21 @@ let asn1 = Target.Dependency.product(name: "SwiftASN1", package: "swift-asn1")
 // and the functions that start-up and a cached answer run, in the order they first run, placed together
 // (Sources/tokenbrokerd/start-up.order, written by scripts/order-file.sh), not spread over 30 MB of code.
 let daemonSources = "\(Context.packageDirectory)/Sources/tokenbrokerd"
+
+// libsecret's header directories (GLib's are spread over /usr/include and an architecture's /usr/lib), from pkg-config
+// as the manifest is read. Not a `systemLibrary`: that would link libsecret and GLib into the daemon, which opens them
+// only when it finds a session bus (Sources/CKeyStores/Library.h).
+let secretServiceIncludes: [String] = {
+    let pkgConfig = Process()
+    pkgConfig.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    pkgConfig.arguments = ["pkg-config", "--cflags-only-I", "libsecret-1"]
+    let output = Pipe()
+    pkgConfig.standardOutput = output
+    guard (try? pkgConfig.run()) != nil else { return [] }
+    let flags = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    pkgConfig.waitUntilExit()
+    return flags.split(whereSeparator: \.isWhitespace).map(String.init)
+}()
 let daemonReleaseLinkFlags = [
     "-use-ld=lld",
     "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
@@ -106,23 +122,11 @@ let package = Package(
             providers: [.apt(["libsystemd-dev"])]
         ),
         // The cache key's stores, in C over their libraries: the Secret Service (libsecret, Debian's libsecret-1-dev)
-        // and the TPM 2.0 (tpm2-tss's ESAPI, libtss2-dev).
+        // and the TPM 2.0 (tpm2-tss's ESAPI, libtss2-dev). Compiled against their headers, never linked: CKeyStores
+        // opens the libraries on first use (Library.h), so a daemon that uses neither store does not map them.
         .target(
             name: "CKeyStores",
-            dependencies: ["CLibSecret", "CTSS2"],
-            linkerSettings: [.linkedLibrary("tss2-tctildr"), .linkedLibrary("tss2-mu")]
-        ),
-        .systemLibrary(
-            name: "CLibSecret",
-            path: "Sources/CLibSecret",
-            pkgConfig: "libsecret-1",
-            providers: [.apt(["libsecret-1-dev"])]
-        ),
-        .systemLibrary(
-            name: "CTSS2",
-            path: "Sources/CTSS2",
-            pkgConfig: "tss2-esys",
-            providers: [.apt(["libtss2-dev"])]
+            cSettings: [.unsafeFlags(secretServiceIncludes)]
         ),
         // Argon2id (Debian's libargon2-dev), the memory-hard function a passphrase is stretched with.
         .systemLibrary(

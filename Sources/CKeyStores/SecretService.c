@@ -1,9 +1,11 @@
 // The cache key as one item in the user's Secret Service, through libsecret's synchronous API. No main loop runs in
 // the daemon: each call works on its own thread-default GMainContext, opens a fresh SecretService proxy (never
 // libsecret's process-wide singleton, which goes stale when the keyring daemon restarts) and drops everything again.
-#define _POSIX_C_SOURCE 200809L // strdup, S_ISSOCK under -std=c11
+#define _GNU_SOURCE // vasprintf
 #include "CKeyStores.h"
+#include "Library.h"
 #include <libsecret/secret.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -11,6 +13,92 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+
+// libsecret and the GLib under it, opened on the first call that finds a session bus (Library.h).
+#define SECRET_SERVICE_FUNCTIONS(X) \
+    X(g_bus_get_sync) X(g_cancellable_cancel) X(g_cancellable_new) X(g_cond_clear) X(g_cond_init) X(g_cond_signal) \
+    X(g_cond_wait_until) X(g_dbus_connection_set_exit_on_close) X(g_dbus_error_quark) \
+    X(g_dbus_error_strip_remote_error) X(g_dbus_proxy_get_object_path) X(g_dbus_proxy_get_type) X(g_error_free) \
+    X(g_error_matches) X(g_get_monotonic_time) X(g_hash_table_insert) X(g_hash_table_new) \
+    X(g_hash_table_unref) X(g_io_error_quark) X(g_list_free) X(g_list_free_full) X(g_list_prepend) \
+    X(g_main_context_iteration) X(g_main_context_new) X(g_main_context_pop_thread_default) \
+    X(g_main_context_push_thread_default) X(g_main_context_unref) X(g_mutex_clear) X(g_mutex_init) X(g_mutex_lock) \
+    X(g_mutex_unlock) X(g_object_unref) X(g_str_equal) X(g_str_hash) X(g_thread_join) \
+    X(g_thread_try_new) X(g_type_check_instance_cast) X(secret_collection_for_alias_sync) \
+    X(secret_collection_get_locked) X(secret_error_get_quark) X(secret_item_create_sync) X(secret_item_delete_sync) \
+    X(secret_item_get_locked) X(secret_item_get_secret) X(secret_item_load_secret_sync) X(secret_service_get_type) \
+    X(secret_service_open_sync) X(secret_service_search_sync) X(secret_service_unlock_sync) X(secret_value_get) \
+    X(secret_value_new) X(secret_value_unref)
+
+/// The addresses of SECRET_SERVICE_FUNCTIONS, once secret_api_load has run.
+static struct {
+    SECRET_SERVICE_FUNCTIONS(TB_LIBRARY_FIELD)
+} secret_api;
+#define TB_LIBRARY_TABLE secret_api
+static pthread_once_t secret_api_once = PTHREAD_ONCE_INIT;
+/// Why libsecret cannot be used (malloc'd, kept), or NULL once secret_api holds every function.
+static char *secret_api_problem;
+static bool secret_api_failed;
+
+static void secret_api_load(void) {
+    secret_api_failed = !TB_LIBRARY_OPEN("libsecret-1.so.0", SECRET_SERVICE_FUNCTIONS, &secret_api_problem);
+}
+
+// From here on, each call of a library function goes through the table.
+#define g_bus_get_sync secret_api.g_bus_get_sync
+#define g_cancellable_cancel secret_api.g_cancellable_cancel
+#define g_cancellable_new secret_api.g_cancellable_new
+#define g_cond_clear secret_api.g_cond_clear
+#define g_cond_init secret_api.g_cond_init
+#define g_cond_signal secret_api.g_cond_signal
+#define g_cond_wait_until secret_api.g_cond_wait_until
+#define g_dbus_connection_set_exit_on_close secret_api.g_dbus_connection_set_exit_on_close
+#define g_dbus_error_quark secret_api.g_dbus_error_quark
+#define g_dbus_error_strip_remote_error secret_api.g_dbus_error_strip_remote_error
+#define g_dbus_proxy_get_object_path secret_api.g_dbus_proxy_get_object_path
+#define g_dbus_proxy_get_type secret_api.g_dbus_proxy_get_type
+#define g_error_free secret_api.g_error_free
+#define g_error_matches secret_api.g_error_matches
+#define g_get_monotonic_time secret_api.g_get_monotonic_time
+#define g_hash_table_insert secret_api.g_hash_table_insert
+#define g_hash_table_new secret_api.g_hash_table_new
+#define g_hash_table_unref secret_api.g_hash_table_unref
+#define g_io_error_quark secret_api.g_io_error_quark
+#define g_list_free secret_api.g_list_free
+#define g_list_free_full secret_api.g_list_free_full
+#define g_list_prepend secret_api.g_list_prepend
+#define g_main_context_iteration secret_api.g_main_context_iteration
+#define g_main_context_new secret_api.g_main_context_new
+#define g_main_context_pop_thread_default secret_api.g_main_context_pop_thread_default
+#define g_main_context_push_thread_default secret_api.g_main_context_push_thread_default
+#define g_main_context_unref secret_api.g_main_context_unref
+#define g_mutex_clear secret_api.g_mutex_clear
+#define g_mutex_init secret_api.g_mutex_init
+#define g_mutex_lock secret_api.g_mutex_lock
+#define g_mutex_unlock secret_api.g_mutex_unlock
+#define g_object_unref secret_api.g_object_unref
+#undef g_str_equal // GLib 2.74 also has it as a macro for calls; attributes_for takes its address
+#define g_str_equal secret_api.g_str_equal
+#define g_str_hash secret_api.g_str_hash
+#define g_thread_join secret_api.g_thread_join
+#define g_thread_try_new secret_api.g_thread_try_new
+#define g_type_check_instance_cast secret_api.g_type_check_instance_cast
+#define secret_collection_for_alias_sync secret_api.secret_collection_for_alias_sync
+#define secret_collection_get_locked secret_api.secret_collection_get_locked
+#define secret_error_get_quark secret_api.secret_error_get_quark
+#define secret_item_create_sync secret_api.secret_item_create_sync
+#define secret_item_delete_sync secret_api.secret_item_delete_sync
+#define secret_item_get_locked secret_api.secret_item_get_locked
+#define secret_item_get_secret secret_api.secret_item_get_secret
+#define secret_item_load_secret_sync secret_api.secret_item_load_secret_sync
+#define secret_service_get_type secret_api.secret_service_get_type
+#define secret_service_open_sync secret_api.secret_service_open_sync
+#define secret_service_search_sync secret_api.secret_service_search_sync
+#define secret_service_unlock_sync secret_api.secret_service_unlock_sync
+#define secret_value_get secret_api.secret_value_get
+#define secret_value_new secret_api.secret_value_new
+#define secret_value_unref secret_api.secret_value_unref
 
 static const SecretSchema cache_key_schema = {
     .name = "org.tokenbroker.CacheKey",
@@ -31,15 +119,14 @@ typedef struct {
     SecretService *service;
 } Call;
 
-/// Sets *message to a malloc'd sentence (never key bytes) and returns status.
+/// Sets *message to a malloc'd sentence (never key bytes) and returns status. (libc only: it also reports that
+/// libsecret is not there.)
 G_GNUC_PRINTF(3, 4) static tb_key_status fail(char **message, tb_key_status status, const char *format, ...) {
     if (message != NULL) {
         va_list arguments;
         va_start(arguments, format);
-        gchar *text = g_strdup_vprintf(format, arguments);
+        if (vasprintf(message, format, arguments) < 0) *message = NULL;
         va_end(arguments);
-        *message = strdup(text);
-        g_free(text);
     }
     return status;
 }
@@ -70,17 +157,17 @@ static tb_key_status fail_with(const Call *call, char **message, GError **error_
     return status;
 }
 
-/// Whether a session bus is there to connect to, checked without GLib (which would autolaunch one with dbus-launch).
+/// Whether a session bus is there to connect to, checked without GLib (which would autolaunch one with dbus-launch,
+/// and is not loaded yet).
 static bool session_bus_exists(void) {
     const char *address = getenv("DBUS_SESSION_BUS_ADDRESS");
     if (address != NULL && address[0] != '\0') return strstr(address, "autolaunch:") == NULL;
     const char *runtime = getenv("XDG_RUNTIME_DIR");
     if (runtime == NULL || runtime[0] != '/') return false;
-    gchar *path = g_build_filename(runtime, "bus", NULL);
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/bus", runtime) >= (int)sizeof path) return false;
     struct stat status;
-    bool exists = stat(path, &status) == 0 && S_ISSOCK(status.st_mode) && status.st_uid == geteuid();
-    g_free(path);
-    return exists;
+    return stat(path, &status) == 0 && S_ISSOCK(status.st_mode) && status.st_uid == geteuid();
 }
 
 /// The timer thread: cancels the call when timeout_ms pass before it finishes.
@@ -96,13 +183,17 @@ static gpointer run_timer(gpointer data) {
     return NULL;
 }
 
-/// Starts a call: checks for a bus, starts the timer, connects and opens an encrypted session. call_end follows
+/// Starts a call: checks for a bus, loads libsecret, starts the timer, connects and opens an encrypted session. call_end follows
 /// whatever this returns.
 static tb_key_status call_begin(Call *call, int timeout_ms, char **message) {
     *call = (Call){.timeout_ms = timeout_ms > 0 ? timeout_ms : 1};
     if (!session_bus_exists())
         return fail(message, TB_KEY_UNAVAILABLE,
                     "no session bus: neither DBUS_SESSION_BUS_ADDRESS is set nor is $XDG_RUNTIME_DIR/bus a socket");
+    pthread_once(&secret_api_once, secret_api_load);
+    if (secret_api_failed)
+        return fail(message, TB_KEY_UNAVAILABLE, "%s",
+                    secret_api_problem != NULL ? secret_api_problem : "libsecret-1.so.0 does not load");
     call->context = g_main_context_new();
     g_main_context_push_thread_default(call->context);
     call->cancellable = g_cancellable_new();

@@ -13,6 +13,62 @@
 #include <tss2/tss2_mu.h>
 #include <tss2/tss2_tctildr.h>
 
+#include "Library.h"
+
+// tpm2-tss, opened on the first call (Library.h): ESAPI, its marshalling, and the TCTI loader.
+#define TPM_ESYS_FUNCTIONS(X) \
+    X(Esys_Create) X(Esys_CreatePrimary) X(Esys_Finalize) X(Esys_FlushContext) X(Esys_Free) X(Esys_GetRandom) \
+    X(Esys_Initialize) X(Esys_Load) X(Esys_Startup) X(Esys_Unseal)
+#define TPM_MU_FUNCTIONS(X) \
+    X(Tss2_MU_TPM2B_PRIVATE_Marshal) X(Tss2_MU_TPM2B_PRIVATE_Unmarshal) X(Tss2_MU_TPM2B_PUBLIC_Marshal) \
+    X(Tss2_MU_TPM2B_PUBLIC_Unmarshal)
+#define TPM_TCTILDR_FUNCTIONS(X) \
+    X(Tss2_TctiLdr_Finalize) X(Tss2_TctiLdr_Initialize)
+
+/// The addresses of the three lists, once tpm_api_load has run.
+static struct {
+    TPM_ESYS_FUNCTIONS(TB_LIBRARY_FIELD)
+    TPM_MU_FUNCTIONS(TB_LIBRARY_FIELD)
+    TPM_TCTILDR_FUNCTIONS(TB_LIBRARY_FIELD)
+} tpm_api;
+#define TB_LIBRARY_TABLE tpm_api
+static pthread_once_t tpm_api_once = PTHREAD_ONCE_INIT;
+/// Why tpm2-tss cannot be used (malloc'd, kept), or NULL once tpm_api holds every function.
+static char *tpm_api_problem;
+static bool tpm_api_failed;
+
+static void tpm_api_load(void) {
+    tpm_api_failed = !TB_LIBRARY_OPEN("libtss2-esys.so.0", TPM_ESYS_FUNCTIONS, &tpm_api_problem) ||
+                     !TB_LIBRARY_OPEN("libtss2-mu.so.0", TPM_MU_FUNCTIONS, &tpm_api_problem) ||
+                     !TB_LIBRARY_OPEN("libtss2-tctildr.so.0", TPM_TCTILDR_FUNCTIONS, &tpm_api_problem);
+}
+
+/// Loads tpm2-tss on the first call; false (with *message set) when it is not there.
+static bool tpm_api_ready(char **message) {
+    pthread_once(&tpm_api_once, tpm_api_load);
+    if (!tpm_api_failed) return true;
+    if (message != NULL) *message = strdup(tpm_api_problem != NULL ? tpm_api_problem : "tpm2-tss does not load");
+    return false;
+}
+
+// From here on, each call of a library function goes through the table.
+#define Esys_Create tpm_api.Esys_Create
+#define Esys_CreatePrimary tpm_api.Esys_CreatePrimary
+#define Esys_Finalize tpm_api.Esys_Finalize
+#define Esys_FlushContext tpm_api.Esys_FlushContext
+#define Esys_Free tpm_api.Esys_Free
+#define Esys_GetRandom tpm_api.Esys_GetRandom
+#define Esys_Initialize tpm_api.Esys_Initialize
+#define Esys_Load tpm_api.Esys_Load
+#define Esys_Startup tpm_api.Esys_Startup
+#define Esys_Unseal tpm_api.Esys_Unseal
+#define Tss2_MU_TPM2B_PRIVATE_Marshal tpm_api.Tss2_MU_TPM2B_PRIVATE_Marshal
+#define Tss2_MU_TPM2B_PRIVATE_Unmarshal tpm_api.Tss2_MU_TPM2B_PRIVATE_Unmarshal
+#define Tss2_MU_TPM2B_PUBLIC_Marshal tpm_api.Tss2_MU_TPM2B_PUBLIC_Marshal
+#define Tss2_MU_TPM2B_PUBLIC_Unmarshal tpm_api.Tss2_MU_TPM2B_PUBLIC_Unmarshal
+#define Tss2_TctiLdr_Finalize tpm_api.Tss2_TctiLdr_Finalize
+#define Tss2_TctiLdr_Initialize tpm_api.Tss2_TctiLdr_Initialize
+
 /// One open TPM: the TCTI loaded from the caller's configuration, and the ESAPI context on it.
 typedef struct {
     TSS2_TCTI_CONTEXT *tcti;
@@ -151,6 +207,9 @@ tb_key_status tb_tpm_seal(const char *tcti, const uint8_t *key, size_t key_lengt
     if (key_length == 0 || key_length > sizeof sensitive.sensitive.data.buffer) {
         return tpm_fail(message, TB_KEY_FAILED, "A TPM cannot seal a key of %zu bytes.", key_length);
     }
+    if (!tpm_api_ready(message)) {
+        return TB_KEY_UNAVAILABLE;
+    }
     if ((status = tpm_open(&tpm, tcti, message)) != TB_KEY_OK ||
         (status = tpm_primary(&tpm, &primary, message)) != TB_KEY_OK) {
         goto cleanup;
@@ -250,6 +309,9 @@ tb_key_status tb_tpm_unseal(const char *tcti, const uint8_t *blob, size_t blob_l
     ESYS_TR object = ESYS_TR_NONE;
     tb_tpm tpm = {0};
     tb_key_status status;
+    if (!tpm_api_ready(message)) {
+        return TB_KEY_UNAVAILABLE;
+    }
     if ((status = tpm_unmarshal(blob, blob_length, &public, &private, message)) != TB_KEY_OK ||
         (status = tpm_open(&tpm, tcti, message)) != TB_KEY_OK ||
         (status = tpm_primary(&tpm, &primary, message)) != TB_KEY_OK ||
@@ -268,6 +330,9 @@ cleanup:
 tb_key_status tb_tpm_probe(const char *tcti, char **message) {
     TPM2B_DIGEST *random = NULL;
     tb_tpm tpm = {0};
+    if (!tpm_api_ready(message)) {
+        return TB_KEY_UNAVAILABLE;
+    }
     tb_key_status status = tpm_open(&tpm, tcti, message);
     if (status == TB_KEY_OK) {
         TSS2_RC rc = Esys_GetRandom(tpm.esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, 8, &random);

@@ -37,6 +37,9 @@ from interop_test import MSAL_APP, GRACE, Checks, Daemon, Provider, expect, run_
 PASSPHRASE = "correct horse battery staple"
 KEYRING_PASSWORD = "keyring-password"  # what broker1_test's Keyring unlocks the login collection with
 STEPS = ["saved", "verified", "recorded", "discarded"]
+# What the key stores load on first use (Sources/CKeyStores/Library.h), never before.
+STORE_LIBRARIES = ["libsecret-1.so", "libglib-2.0.so", "libgio-2.0.so", "libgobject-2.0.so", "libtss2-esys.so",
+                   "libtss2-mu.so", "libtss2-tctildr.so"]
 
 
 class SoftwareTPM:
@@ -180,6 +183,13 @@ class KeysTest(Checks):
         path = state / "key.json"
         return dict(json.loads(path.read_text())) if path.exists() else None
 
+    @staticmethod
+    def mapped(daemon: Daemon, library: str) -> bool:
+        """Whether the running daemon has a file whose name starts with `library` mapped (/proc/PID/maps)."""
+        maps = Path(f"/proc/{daemon.process.pid}/maps").read_text()
+        return any(Path(line.split()[-1]).name.startswith(library) for line in maps.splitlines()
+                   if len(line.split()) >= 6)
+
     def keyring_control(self, *arguments: str) -> str:
         result = subprocess.run([SYSTEM_PYTHON, str(HERE / "keyring_control.py"), self.bus.address, *arguments],
                                 capture_output=True, text=True, timeout=60)
@@ -211,6 +221,9 @@ class KeysTest(Checks):
         expect(status["store"] == "file" and status.get("warning") and not status["locked"], f"status {status}")
         shown = daemon.cli("status")
         expect("WARNING" in shown.stdout, f"tokenbroker status does not warn: {shown.stdout[-400:]}")
+        # The key stores' libraries are opened on first use: a daemon on a plain key file never maps them.
+        for library in STORE_LIBRARIES:
+            expect(not self.mapped(daemon, library), f"{library} is mapped by a daemon that never used it")
         expect(daemon.stop() == 0, "the daemon did not exit 0")
         log = (daemon.socket.parent.parent.parent / "daemon.log").read_text()
         expect("warning" in log and "plain file in the state directory" in log, "the journal does not warn")
@@ -229,6 +242,8 @@ class KeysTest(Checks):
         expect(stored == key, "the keyring holds another key than the file held")
         expect(self.token(daemon).returncode == 0, "no token served from the keyring's key")
         self.expect_all_tokens(daemon, "after the move")
+        expect(self.mapped(daemon, "libsecret-1.so") and not self.mapped(daemon, "libtss2-esys.so"),
+               "the keyring's move did not open libsecret (or opened tpm2-tss)")
         expect(daemon.stop() == 0, "the daemon did not exit 0")
         self.expect_nothing_in_clear(place / "state", key)
         self.keyring_place = place
@@ -276,6 +291,8 @@ class KeysTest(Checks):
         expect(status["store"] == "tpm" and not status["locked"], f"status {status}")
         expect(not (place / "state" / "cache.key").exists(), "the key file is still there")
         expect(self.token(daemon).returncode == 0, "no token served with the TPM's key")
+        expect(self.mapped(daemon, "libtss2-esys.so") and not self.mapped(daemon, "libsecret-1.so"),
+               "the TPM's move did not open tpm2-tss (or opened libsecret)")
         expect(daemon.stop() == 0, "the daemon did not exit 0")
         self.expect_nothing_in_clear(place / "state", key)
         # The state directory copied to a machine with another TPM opens nothing, and changes nothing.
@@ -294,6 +311,28 @@ class KeysTest(Checks):
         self.expect_all_tokens(original, "on the original TPM")
         expect(original.stop() == 0, "the daemon did not exit 0")
         self.tpm_place = place
+
+    def without_the_stores_libraries_the_cache_stays_locked_and_whole(self) -> None:
+        """libsecret and tpm2-tss not loadable (a file that is no library found first on LD_LIBRARY_PATH, as a broken
+        install would leave): the daemon runs, says which library, answers no token and changes nothing."""
+        broken = self.directory / "broken-libraries"
+        broken.mkdir(exist_ok=True)
+        for name in ("libsecret-1.so.0", "libtss2-esys.so.0"):
+            (broken / name).write_text("not a library\n")
+        for place, options, library in ((self.keyring_place, {"keyring": True}, "libsecret-1.so.0"),
+                                        (self.tpm_place, {"tpm": self.tpm}, "libtss2-esys.so.0")):
+            before = (place / "state" / "key.json").read_bytes()
+            daemon = self.start(place, extra={"LD_LIBRARY_PATH": str(broken)}, **options)
+            status = self.key_status(daemon)
+            expect(status["locked"] and library in status["problem"], f"status {status}")
+            refused = self.token(daemon)
+            expect(refused.returncode == 76, f"a token was answered without {library}: {refused.returncode}")
+            expect(daemon.stop() == 0, "the daemon did not exit 0")
+            expect((place / "state" / "key.json").read_bytes() == before, f"the key record changed without {library}")
+            expect(not (place / "state" / "cache.key").exists(), f"a key file was made without {library}")
+            again = self.start(place, **options)
+            self.expect_all_tokens(again, f"back with {library}")
+            expect(again.stop() == 0, "the daemon did not exit 0")
 
     def a_passphrase_unlocks_with_back_off_for_wrong_ones(self) -> None:
         key = (self.pristine / "cache.key").read_bytes()
@@ -388,6 +427,8 @@ class KeysTest(Checks):
                    self.without_the_keyring_the_cache_stays_locked_and_whole)
         self.check("the key moves to the TPM; a copy on another TPM opens nothing; the original does",
                    self.moves_to_the_tpm_and_only_that_tpm_opens_it)
+        self.check("libsecret and tpm2-tss broken: the daemon runs, says which, locked and whole; mended: every "
+                   "token", self.without_the_stores_libraries_the_cache_stays_locked_and_whole)
         self.check("a passphrase: wrong ones refused with back-off, the right one unlocks, nothing in clear",
                    self.a_passphrase_unlocks_with_back_off_for_wrong_ones)
         self.check("kill -9 after every step of 24 moves: every token there, the key file gone only after the new "

@@ -1,4 +1,0 @@
-#pragma once
-#include <tss2/tss2_esys.h>
-#include <tss2/tss2_mu.h>
-#include <tss2/tss2_tctildr.h>
