@@ -183,8 +183,8 @@ static gpointer run_timer(gpointer data) {
     return NULL;
 }
 
-/// Starts a call: checks for a bus, loads libsecret, starts the timer, connects and opens an encrypted session. call_end follows
-/// whatever this returns.
+/// Starts a call: checks for a bus, loads libsecret, starts the timer, connects and opens an encrypted session.
+/// call_end follows whatever this returns.
 static tb_key_status call_begin(Call *call, int timeout_ms, char **message) {
     *call = (Call){.timeout_ms = timeout_ms > 0 ? timeout_ms : 1};
     if (!session_bus_exists())
