@@ -104,8 +104,15 @@ sleep 0.5
 LOADED_RSS=$(rss_kb "$DAEMON"); LOADED_ANON=$(anon_kb "$DAEMON")
 bench latency --label broker-10k --socket "$WORK/large/broker.sock" --request "$WORK/request-large.json" --count "$COUNT" >/dev/null
 bench throughput --label broker-10k --socket "$WORK/large/broker.sock" --request "$WORK/request-large.json" --connections 32 --seconds "$SECONDS_PER_RUN" --server-pid "$DAEMON" >/dev/null
-echo "{\"kind\":\"rss\",\"idle_kb\":$IDLE_RSS,\"loaded_10k_kb\":$LOADED_RSS,\"idle_anon_kb\":$IDLE_ANON,\"loaded_10k_anon_kb\":$LOADED_ANON}" | tee -a "$RESULTS" >/dev/null
 kill "$DAEMON"; wait "$DAEMON" 2>/dev/null || true
+# The same cache opened by a new daemon, as after a reboot or an upgrade: it reads all 10,000 entries at start.
+"$BIN/tokenbrokerd" --no-bus --socket "$WORK/large/broker.sock" --state-directory "$WORK/large/state" 2>>"$WORK/large.log" &
+DAEMON=$!
+for _ in $(seq 1500); do listening "$WORK/large/broker.sock" && break; sleep 0.02; done
+"$BIN/tokenbroker-bench" latency --socket "$WORK/large/broker.sock" --request "$WORK/request-large.json" --count 100 --warmup 0 >/dev/null
+RESTARTED_RSS=$(rss_kb "$DAEMON"); RESTARTED_ANON=$(anon_kb "$DAEMON")
+kill "$DAEMON"; wait "$DAEMON" 2>/dev/null || true
+echo "{\"kind\":\"rss\",\"idle_kb\":$IDLE_RSS,\"loaded_10k_kb\":$LOADED_RSS,\"idle_anon_kb\":$IDLE_ANON,\"loaded_10k_anon_kb\":$LOADED_ANON,\"restarted_10k_kb\":$RESTARTED_RSS,\"restarted_10k_anon_kb\":$RESTARTED_ANON}" | tee -a "$RESULTS" >/dev/null
 
 echo "=== refresh path and single flight, against the local Entra-shaped test provider" >&2
 swift build -c release --static-swift-stdlib --product tokenbroker-test-idp >&2

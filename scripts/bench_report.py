@@ -32,6 +32,9 @@ for r in by("rss"):
     print(f"- daemon RSS idle: {r['idle_kb'] / 1024:.1f} MiB; with 10,000 cached tokens: {r['loaded_10k_kb'] / 1024:.1f} MiB"
           + (f" (anonymous: {r['idle_anon_kb'] / 1024:.1f} and {r['loaded_10k_anon_kb'] / 1024:.1f} MiB; the rest are pages"
              " of the executable and libraries)" if "idle_anon_kb" in r else ""))
+    if "restarted_10k_kb" in r:
+        print(f"- a new daemon opening those 10,000 tokens (as after a reboot): {r['restarted_10k_kb'] / 1024:.1f} MiB"
+              f" (anonymous: {r['restarted_10k_anon_kb'] / 1024:.1f} MiB)")
 for r in by("lookup"):
     print(f"- cache lookup (TokenBroker.cachedToken, in process) with {r['tokens']:,} tokens: {r['us_per_lookup']:.2f} µs")
 

@@ -44,6 +44,7 @@ public final class TokenCache: Sendable {
         self.contents = ReadWriteLocked(CacheContents(stored.entries))
         self.damaged = stored.damaged
         self.databaseWasMissing = databaseWasMissing
+        if stored.entries.count >= FreeMemory.bulk { FreeMemory.release() }
     }
 
     /// Where the managed-identity endpoint's grants are kept: beside the entries, when the store can hold them.
@@ -82,6 +83,7 @@ public final class TokenCache: Sendable {
                     self.changeCount.add(1, ordering: .releasing)
                 }
             }
+            if changes.upserts.count + changes.deletions.count >= FreeMemory.bulk { FreeMemory.release() }
         } catch {
             let reason = String(String(describing: error).prefix(300))
             let at = clock.nowMilliseconds

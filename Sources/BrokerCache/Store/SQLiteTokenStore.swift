@@ -22,6 +22,10 @@ public final class SQLiteTokenStore: TokenStore {
         configuration.prepareDatabase { db in
             // WAL commits are durable only with FULL: NORMAL may lose the last commits on power loss.
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            // Every entry is read once, at start, into memory, which answers all lookups: SQLite's page cache (2 MB
+            // per connection by default) would only keep copies of the sealed rows. 256 KiB holds the B-tree's
+            // inner pages for single-row writes.
+            try db.execute(sql: "PRAGMA cache_size = -256")
         }
         do {
             pool = try DatabasePool(path: url.path, configuration: configuration)

@@ -1,5 +1,6 @@
 #pragma once
 // Linux calls Swift's Glibc module does not offer: they are declared only under _GNU_SOURCE, or are variadic.
+#include <malloc.h>
 #include <spawn.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -12,6 +13,12 @@ int tb_set_nondumpable(void);
 
 /// madvise(MADV_DONTDUMP) over the pages holding [address, address + length).
 int tb_exclude_from_core_dumps(void *address, size_t length);
+
+/// malloc_trim(0): gives every whole free page of the heap's arenas back to the system (malloc.h, which the Glibc
+/// module does not include). Returns whether it released any.
+static inline int tb_release_free_heap(void) {
+    return malloc_trim(0);
+}
 
 /// Whether the process a pidfd refers to is still alive (pidfd_send_signal with signal 0).
 int tb_pidfd_is_alive(int pidfd);
