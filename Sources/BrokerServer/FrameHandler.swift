@@ -72,6 +72,10 @@ final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// stays within the budget plus one largest answer).
     private var unsent = 0
     private var largestUnsent = 0
+    /// The part of `unsent` written as one piece and not yet settled (see ``settle(context:)``).
+    private var unsettled = 0
+    /// Whether an empty write waits behind answers the socket has not taken yet, to settle them.
+    private var settling = false
 
     init(limits: FrameLimits) {
         self.limits = limits
@@ -184,6 +188,12 @@ final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
         guard size > 0 else { return context.write(data, promise: promise) }
         unsent += size
         largestUnsent = largest
+        if size <= Self.progressPiece {
+            // One piece, as nearly every answer: the socket usually takes it at the flush that follows, which
+            // settles it (flush(context:)) without a promise of its own.
+            unsettled += size
+            return context.write(data, promise: promise)
+        }
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let eventLoop = context.eventLoop
         while let piece = answer.readSlice(length: min(answer.readableBytes, Self.progressPiece)),
@@ -191,17 +201,47 @@ final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
         {
             let count = piece.readableBytes
             let taken = eventLoop.makePromise(of: Void.self)
-            taken.futureResult.whenComplete { _ in
-                // Write promises complete on the channel's event loop.
-                let handler = loopBound.value
-                handler.unsent -= count
-                if handler.unsent == 0 { handler.largestUnsent = 0 }
-                handler.lastActivity = eventLoop.now
-                handler.lastQueued = nil
-            }
+            // Write promises complete on the channel's event loop.
+            taken.futureResult.whenComplete { _ in loopBound.value.taken(count, at: eventLoop.now) }
             if answer.readableBytes == 0, let promise { taken.futureResult.cascade(to: promise) }
             context.write(wrapOutboundOut(piece), promise: taken)
         }
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        context.flush()
+        settle(context: context)
+    }
+
+    /// Counts `count` answer bytes as taken from the channel by the socket: progress.
+    private func taken(_ count: Int, at now: NIODeadline) {
+        unsent -= count
+        if unsent == 0 { largestUnsent = 0 }
+        lastActivity = now
+        lastQueued = nil
+    }
+
+    /// Settles the one-piece answers written since the last settlement: at once when the channel holds no more
+    /// bytes (the socket took them at the flush), else when an empty write queued behind them completes, which
+    /// the channel does only once every write before it went out.
+    private func settle(context: ChannelHandlerContext) {
+        guard unsettled > 0, !settling else { return }
+        let covered = unsettled
+        unsettled = 0
+        let buffered = try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)
+        // A channel that cannot say (closed meanwhile) holds nothing for the peer any more.
+        guard let buffered, buffered > 0 else { return taken(covered, at: context.eventLoop.now) }
+        settling = true
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let behind = context.eventLoop.makePromise(of: Void.self)
+        behind.futureResult.whenComplete { _ in
+            let (handler, context) = loopBound.value
+            handler.settling = false
+            handler.taken(covered, at: context.eventLoop.now)
+            handler.settle(context: context)
+        }
+        context.write(wrapOutboundOut(ByteBuffer()), promise: behind)
+        context.flush()
     }
 
     // MARK: Timers

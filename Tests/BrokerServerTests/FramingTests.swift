@@ -333,4 +333,28 @@ struct SlowReaderTests {
             }
         }
     }
+
+    /// Small answers the socket could not take at once (the client read none while sending) count as waiting only
+    /// until the client reads them: afterwards its quiet connection ends as idle, not as a peer that does not read.
+    @Test func smallAnswersReadLateAreNotLeftWaiting() async throws {
+        try await withTestServer(idleTimeout: .seconds(1)) { path in
+            let fd = try UnixSocket.connect(path, receiveTimeout: .seconds(10))
+            defer { close(fd) }
+            // 1,500 answers of about 500 bytes: more than the socket's buffer holds (about 200 KB), so the rest
+            // waits in the channel and is settled when it goes out.
+            let count = 1_500
+            let requests = (1...count).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"getAccounts"}"# + "\n" }
+            try await UnixSocket.send(fd, Array(requests.joined().utf8))
+            let answered = await UnixSocket.readLines(fd, count: count)
+            #expect(answered.lines.count == count)
+            #expect(answered.lines.allSatisfy { $0.contains(#""accounts""#) })
+            #expect(await UnixSocket.isClosedByPeer(fd), "the quiet connection was not closed")
+            let status = try UnixSocket.connect(path)
+            defer { close(status) }
+            try await UnixSocket.send(status, Array((#"{"jsonrpc":"2.0","id":1,"method":"getStatus"}"# + "\n").utf8))
+            let line = try #require(await UnixSocket.readLines(status, count: 1).lines.first)
+            #expect(line.contains(#""result""#))
+            #expect(!line.contains("answers unread"), "a client that read every answer was taken for one that does not")
+        }
+    }
 }
