@@ -94,9 +94,11 @@ enum Files {
         guard fd >= 0 else { return .failure(FileError(String(cString: strerror(errno)))) }
         defer { if path != nil { close(fd) } }
         var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        // Uninitialized, as BlockingConnection's: a short input touches a page or two of it.
+        let chunk = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: 1 << 16)
+        defer { chunk.deallocate() }
         while true {
-            let count = Glibc.read(fd, &chunk, chunk.count)
+            let count = Glibc.read(fd, chunk.baseAddress, chunk.count)
             if count == 0 { return .success(bytes) }
             guard count > 0 else { return .failure(FileError(String(cString: strerror(errno)))) }
             bytes += chunk[0..<count]

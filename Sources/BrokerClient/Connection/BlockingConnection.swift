@@ -184,7 +184,10 @@ package final class BlockingConnection: Transport {
     /// The next line from the broker, without its newline; bounded by the protocol's largest response.
     private static func readLine(_ state: inout State) throws(BrokerError) -> [UInt8] {
         var scanned = 0
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        // Uninitialized: the kernel writes only what arrives, so a short answer touches a page or two of it, not
+        // sixteen zeroed ones (page faults are a good part of a process that runs for a millisecond).
+        let chunk = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: 1 << 16)
+        defer { chunk.deallocate() }
         while true {
             if let newline = state.buffer[scanned...].firstIndex(of: UInt8(ascii: "\n")) {
                 let line = Array(state.buffer[..<newline])
@@ -195,7 +198,7 @@ package final class BlockingConnection: Transport {
             guard state.buffer.count <= WireProtocol.maximumResponseBytes else {
                 throw BrokerError(.internal, "the broker sent a message larger than the protocol allows")
             }
-            let count = Glibc.read(state.fd, &chunk, chunk.count)
+            let count = Glibc.read(state.fd, chunk.baseAddress, chunk.count)
             if count < 0, errno == EINTR { continue }
             guard count > 0 else { throw BrokerError(.connectionLost, "the connection to the broker closed") }
             state.buffer += chunk[0..<count]
