@@ -67,6 +67,12 @@ final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var paused = false
     /// A `read()` held back while paused.
     private var readDeferred = false
+    /// Whether a `read()` went to the socket and its bytes have not come yet.
+    ///
+    /// Only then is the peer the one that keeps the connection quiet. Until the connection's reader first asks for
+    /// bytes (it may start late on a busy machine), the ones the peer sent wait unread in the socket, and the
+    /// connection is not idle.
+    private var reading = false
     /// Answer bytes handed to the socket and not yet taken by the peer, and the largest single answer among the
     /// writes since nothing last waited (an over-estimate while the queue drains: O(1) per write, and the queue
     /// stays within the budget plus one largest answer).
@@ -139,8 +145,14 @@ final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if paused {
             readDeferred = true
         } else {
+            reading = true
             context.read()
         }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        reading = false
+        context.fireChannelReadComplete()
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
@@ -151,6 +163,7 @@ final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.fireChannelReadComplete()
             if readDeferred, !paused {
                 readDeferred = false
+                reading = true
                 context.read()
             }
         }
@@ -276,7 +289,10 @@ final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
             return
         }
-        if now - lastActivity >= limits.idleTimeout {
+        if !reading {
+            // Nothing asked the socket for bytes since the last ones came: the broker is the one not reading.
+            lastActivity = now
+        } else if now - lastActivity >= limits.idleTimeout {
             lastActivity = now
             context.fireChannelRead(wrapInboundOut(.idle(partialFrame: (pending?.readableBytes ?? 0) > 0)))
             context.fireChannelReadComplete()

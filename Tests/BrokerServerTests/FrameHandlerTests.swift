@@ -143,6 +143,7 @@ import Testing
     @Test func takenAnswersThenSilenceIsIdleness() throws {
         let (channel, probe, _) = try channel()
         try channel.writeAndFlush(ByteBuffer(repeating: 0, count: 10)).wait()
+        channel.read()  // the connection's reader waits for the next request
         channel.embeddedEventLoop.advanceTime(by: .seconds(10))
         #expect(probe.events == ["idle"])
     }
@@ -151,7 +152,24 @@ import Testing
     @Test func aHalfFrameLeftAloneIdlesOutAsPartial() throws {
         let (channel, probe, _) = try channel()
         try feed(channel, "{\"half")
+        channel.read()
         channel.embeddedEventLoop.advanceTime(by: .seconds(10))
         #expect(probe.events == ["idle(partial)"])
+    }
+
+    /// Until the connection's reader asks for bytes (on a busy machine it may start late), the peer's bytes wait
+    /// unread in the socket: the connection is not idle, however long that takes, and the idle timeout runs from
+    /// the first read. (Taking it for idle had closed connections with a request unread.)
+    @Test func aConnectionNotYetReadFromIsNotIdle() throws {
+        let (channel, probe, _) = try channel()
+        channel.embeddedEventLoop.advanceTime(by: .seconds(60))
+        #expect(probe.events.isEmpty)
+        channel.read()
+        channel.embeddedEventLoop.advanceTime(by: .seconds(5))
+        try feed(channel, "{}\n")
+        #expect(probe.events == ["{}"])
+        channel.read()
+        channel.embeddedEventLoop.advanceTime(by: .seconds(10))
+        #expect(probe.events == ["{}", "idle"])
     }
 }
