@@ -68,8 +68,8 @@ public struct IdToken: Sendable, Hashable {
 
     /// The JWT's payload claims, read without checking the signature; nil when the secret is not a JWT.
     public var unverifiedClaims: [String: JSONValue]? {
-        let parts = secret.reveal().split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let data = Base64URL.decode(parts[1]) else { return nil }
-        return (try? JSONDecoder().decode(JSONValue.self, from: data))?.objectValue
+        let parts = secret.reveal().utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard parts.count == 3, let data = Base64URL.decode(utf8: parts[1]) else { return nil }
+        return (try? JSONValue.parse(Array(data)))?.objectValue
     }
 }

@@ -17,7 +17,7 @@ public struct ClientInfo: Sendable, Hashable {
     /// Decodes the base64url form; nil when it is not client info.
     public init?(encoded: String) {
         guard let data = Base64URL.decode(encoded),
-            let object = (try? JSONDecoder().decode(JSONValue.self, from: data))?.objectValue,
+            let object = (try? JSONValue.parse(Array(data)))?.objectValue,
             let uid = object["uid"]?.stringValue, let utid = object["utid"]?.stringValue, !uid.isEmpty
         else { return nil }
         self.uid = uid

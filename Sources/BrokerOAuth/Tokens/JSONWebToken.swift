@@ -14,10 +14,11 @@ public struct JSONWebToken: Sendable {
 
     /// Splits and decodes `compact`; the signature is not checked here.
     public init(compact: String) throws(IDTokenError) {
-        let parts = compact.split(separator: ".", omittingEmptySubsequences: false)
+        let text = compact.utf8
+        let parts = text.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw IDTokenError("the id_token is not a compact JWS (three parts)") }
-        guard let headerBytes = Base64URL.decode(parts[0]), let payloadBytes = Base64URL.decode(parts[1]),
-            let signature = Base64URL.decode(parts[2])
+        guard let headerBytes = Base64URL.decode(utf8: parts[0]), let payloadBytes = Base64URL.decode(utf8: parts[1]),
+            let signature = Base64URL.decode(utf8: parts[2])
         else { throw IDTokenError("the id_token is not base64url") }
         guard let header = try? JSONValue.parse(Array(headerBytes)).objectValue else {
             throw IDTokenError("the id_token's header is not a JSON object")
@@ -27,7 +28,7 @@ public struct JSONWebToken: Sendable {
         }
         self.header = header
         self.claims = claims
-        self.signingInput = Array(parts[0].utf8) + [UInt8(ascii: ".")] + Array(parts[1].utf8)
+        self.signingInput = Array(text[parts[0].startIndex..<parts[1].endIndex])
         self.signature = Array(signature)
     }
 

@@ -8,7 +8,12 @@ public import Foundation
 public enum Base64URL {
     /// Decodes base64url text, with or without padding; nil when it is not base64url.
     public static func decode(_ text: some StringProtocol) -> Data? {
-        var bytes = Array(text.utf8)
+        decode(utf8: text.utf8)
+    }
+
+    /// Decodes base64url text given as its UTF-8 bytes, with or without padding; nil when it is not base64url.
+    public static func decode(utf8 text: some Collection<UInt8>) -> Data? {
+        var bytes = Array(text)
         while bytes.last == UInt8(ascii: "=") { bytes.removeLast() }
         for index in bytes.indices {
             switch bytes[index] {
