@@ -1,9 +1,10 @@
-import BrokerCache
 import BrokerProtocol
 import BrokerTestSupport
 import Foundation
 import GRDB
 import Testing
+
+@testable import BrokerCache
 
 struct SQLiteTokenStoreTests {
     private func entries(label: String = "1") throws -> [CacheEntry] {
@@ -32,6 +33,14 @@ struct SQLiteTokenStoreTests {
         }
         #expect(mode == "wal")
         #expect(migrations == ["v1: sealed entries", "v2: sealed grants"])
+    }
+
+    /// Every commit is synced before it is acknowledged: the writer runs with `synchronous = FULL`, which GRDB's
+    /// pool would otherwise lower to NORMAL (a power loss could then take the last sign-ins with it).
+    @Test func theWriterSyncsEveryCommit() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try CacheLocation(stateDirectory: directory.url).openStore()
+        #expect(try store.writerSynchronousMode() == 2)
     }
 
     /// The database, its WAL and its shared-memory file hold no token, no username, no account id.

@@ -20,8 +20,6 @@ public final class SQLiteTokenStore: TokenStore {
         var configuration = Configuration()
         configuration.label = "tokenbroker.cache"
         configuration.prepareDatabase { db in
-            // WAL commits are durable only with FULL: NORMAL may lose the last commits on power loss.
-            try db.execute(sql: "PRAGMA synchronous = FULL")
             // Every entry is read once, at start, into memory, which answers all lookups: SQLite's page cache (2 MB
             // per connection by default) would only keep copies of the sealed rows. 256 KiB holds the B-tree's
             // inner pages for single-row writes.
@@ -29,12 +27,20 @@ public final class SQLiteTokenStore: TokenStore {
         }
         do {
             pool = try DatabasePool(path: url.path, configuration: configuration)
+            // WAL commits are durable only with FULL: NORMAL may lose the last commits on power loss. Set on the
+            // writer after the pool opened it: the pool sets NORMAL when it turns WAL on, after prepareDatabase.
+            try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
             try Self.migrator.migrate(pool)
         } catch {
             throw CacheError(.io, "cannot open the cache database \(url.path)", underlying: error)
         }
         self.sealer = sealer
         try checkKey()
+    }
+
+    /// The writer connection's `PRAGMA synchronous` (2 is FULL), for tests.
+    func writerSynchronousMode() throws -> Int? {
+        try pool.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA synchronous") }
     }
 
     /// Versioned migrations; a released migration never changes, later schemas add new ones.
