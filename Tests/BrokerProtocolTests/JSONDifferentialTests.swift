@@ -93,6 +93,29 @@ struct JSONDifferentialTests {
         }
     }
 
+    /// A `JSONValue` inside a Codable type, read by WireDecoder (straight from the tape), is what Foundation's
+    /// decoder reads through `JSONValue.init(from:)`.
+    @Test(arguments: 0..<4)
+    func decodesJSONValueFieldsAsFoundationDoes(batch: UInt64) throws {
+        struct Holder: Decodable {
+            let value: JSONValue
+            let values: [JSONValue]
+        }
+        var random = Generator(state: batch + 100)
+        for index in 0..<100 {
+            let one = Self.document(&random)
+            let two = Self.document(&random)
+            let text = "{\"value\":\(one),\"values\":[\(two),\(one)]}"
+            let wire = try WireDecoder().decode(Holder.self, from: Array(text.utf8))
+            let foundation = try JSONDecoder().decode(Holder.self, from: Data(text.utf8))
+            #expect(Self.same(wire.value, foundation.value), "batch \(batch), document \(index): \(text)")
+            #expect(wire.values.count == 2 && zip(wire.values, foundation.values).allSatisfy { Self.same($0, $1) })
+        }
+        // Keys equal after Unicode normalization are refused inside a field too, not merged.
+        let merged = "{\"value\":{\"caf\u{E9}\":1,\"cafe\u{301}\":2},\"values\":[]}"
+        #expect(throws: DecodingError.self) { try WireDecoder().decode(Holder.self, from: Array(merged.utf8)) }
+    }
+
     /// A number beyond a double's range is refused, as Foundation refuses it, instead of read as infinity (which
     /// could not be written back).
     @Test(arguments: ["1e400", "-1e400", "[0, 1E+309]", "{\"a\": 2e99999}", String(repeating: "9", count: 400)])

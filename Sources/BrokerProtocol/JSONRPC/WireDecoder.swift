@@ -51,7 +51,7 @@ extension JSONValue {
         return try value(at: 0, in: tape)
     }
 
-    private static func value(at index: Int, in tape: JSONTape) throws(JSONSyntaxError) -> JSONValue {
+    fileprivate static func value(at index: Int, in tape: JSONTape) throws(JSONSyntaxError) -> JSONValue {
         switch tape.nodes[index].kind {
         case .null: return .null
         case .true: return .bool(true)
@@ -409,9 +409,20 @@ private struct ArrayIndex: CodingKey {
 }
 
 extension TapeDecoder {
-    /// A `T` from this node: a `URL` from its string and `Data` from Base64, as Foundation's decoder reads them;
-    /// anything else by its own `init(from:)`.
+    /// A `T` from this node: a `URL` from its string and `Data` from Base64, as Foundation's decoder reads them, a
+    /// `JSONValue` straight from the tape; anything else by its own `init(from:)`.
     func decodeValue<T: Decodable>(_ type: T.Type) throws -> T {
+        if T.self == JSONValue.self {
+            // JSONValue's own init(from:) tries one kind after another, and each miss builds a DecodingError: a
+            // cache of 10,000 tokens spent half its start-up there.
+            do {
+                if let value = try JSONValue.value(at: node, in: state.tape) as? T { return value }
+            } catch {
+                throw DecodingError.dataCorrupted(
+                    DecodingError.Context(codingPath: codingPath, debugDescription: error.description)
+                )
+            }
+        }
         if T.self == URL.self {
             let text = try singleValueContainer().decode(String.self)
             guard let url = URL(string: text) as? T else {
