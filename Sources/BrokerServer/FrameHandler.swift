@@ -43,8 +43,9 @@ struct FrameLimits: Sendable {
 ///
 /// Activity, for the idle timeout, is bytes read and answer bytes the peer took; a peer that neither sends nor reads
 /// is idle, and one that does so with answers waiting does not read (its connection ends even with requests in
-/// flight, whose answers would wait for it forever). A frame that does not complete within ``FrameLimits/frameDeadline`` of its
-/// first byte ends the connection, however slowly its bytes trickle in.
+/// flight, whose answers would wait for it forever). The idle clock runs only while a read is out to the socket: a
+/// broker too busy to ask for bytes does not blame the peer. A frame that does not complete within
+/// ``FrameLimits/frameDeadline`` of its first byte ends the connection, however slowly its bytes trickle in.
 ///
 /// Bytes past an oversized line are dropped: the reader answers `frame_too_large` and closes.
 final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
