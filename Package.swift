@@ -26,13 +26,6 @@ let nioSSL = Target.Dependency.product(name: "NIOSSL", package: "swift-nio-ssl")
 let x509 = Target.Dependency.product(name: "X509", package: "swift-certificates")
 let asn1 = Target.Dependency.product(name: "SwiftASN1", package: "swift-asn1")
 
-// The release daemon's link (lld): a long-running process pays for every page of its 170 MB executable it touches,
-// so the link keeps that small (BENCHMARKS.md, "Memory, second pass"). Relative relocations packed (DT_RELR, glibc
-// 2.36) instead of a 3 MB table read at every start; no dynamic symbol table (nothing links against the daemon: exports.map);
-// and the functions that start-up and a cached answer run, in the order they first run, placed together
-// (Sources/tokenbrokerd/start-up.order, written by scripts/order-file.sh), not spread over 30 MB of code.
-let daemonSources = "\(Context.packageDirectory)/Sources/tokenbrokerd"
-
 // libsecret's header directories (GLib's are spread over /usr/include and an architecture's /usr/lib), from pkg-config
 // as the manifest is read. Not a `systemLibrary`: that would link libsecret and GLib into the daemon, which opens them
 // only when it finds a session bus (Sources/CKeyStores/Library.h).
@@ -42,11 +35,29 @@ let secretServiceIncludes: [String] = {
     pkgConfig.arguments = ["pkg-config", "--cflags-only-I", "libsecret-1"]
     let output = Pipe()
     pkgConfig.standardOutput = output
-    guard (try? pkgConfig.run()) != nil else { return [] }
+    pkgConfig.standardError = FileHandle.nullDevice
+    // Debian's directories when pkg-config is missing or does not know libsecret yet: a manifest read before
+    // libsecret-1-dev was installed is kept by SwiftPM, and must still hold once it is.
+    #if arch(arm64)
+    let glibConfig = "/usr/lib/aarch64-linux-gnu/glib-2.0/include"
+    #else
+    let glibConfig = "/usr/lib/x86_64-linux-gnu/glib-2.0/include"
+    #endif
+    let debian = ["-I/usr/include/libsecret-1", "-I/usr/include/glib-2.0", "-I\(glibConfig)"]
+    guard (try? pkgConfig.run()) != nil else { return debian }
     let flags = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     pkgConfig.waitUntilExit()
+    guard pkgConfig.terminationStatus == 0 else { return debian }
     return flags.split(whereSeparator: \.isWhitespace).map(String.init)
 }()
+
+// The release daemon's link (lld): a long-running process pays for every page of its 170 MB executable it touches,
+// so the link keeps that small (BENCHMARKS.md, "Memory, second pass"). Relative relocations packed (DT_RELR, glibc
+// 2.36) instead of a 3 MB table read at every start; no dynamic symbol table (nothing links against the daemon: exports.map);
+// and the functions that start-up and a cached answer run, in the order they first run, placed together
+// (Sources/tokenbrokerd/start-up.order, written by scripts/order-file.sh), not spread over 30 MB of code.
+let daemonSources = "\(Context.packageDirectory)/Sources/tokenbrokerd"
+
 let daemonReleaseLinkFlags = [
     "-use-ld=lld",
     "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",

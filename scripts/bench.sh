@@ -12,7 +12,7 @@ source scripts/lib.sh
 COUNT=100000; SECONDS_PER_RUN=3; TOKEN_RUNS=200
 [ "${1:-}" = "--quick" ] && { COUNT=20000; SECONDS_PER_RUN=1; TOKEN_RUNS=50; }
 
-need_packages libsqlite3-dev libsystemd-dev pkg-config gcc hyperfine >&2
+need_packages libsqlite3-dev libsystemd-dev libsecret-1-dev libtss2-dev libargon2-dev pkg-config gcc hyperfine >&2
 echo "building release binaries (static Swift runtime)" >&2
 swift build -c release --static-swift-stdlib --product tokenbrokerd >&2
 swift build -c release --static-swift-stdlib --product tokenbroker >&2
