@@ -508,6 +508,9 @@ class Tools(Checks):
         expect(result.returncode != 0 and result.stdout == "", "a token offered over plain http to another host")
         result = self.cli(*base, input="protocol=https\nhost=example.com\n\n")
         expect(result.returncode == 0 and "password=" in result.stdout, "https: no token")
+        # Lines ended by CRLF are read as git's LF lines ("\r\n" is one Character to Swift's String).
+        result = self.cli(*base, input="protocol=https\r\nhost=example.com\r\n\r\n")
+        expect(result.returncode == 0 and "password=" in result.stdout, f"CRLF lines: {result.returncode}")
         expect(self.cli("status").returncode == 0, "the daemon stopped serving")
 
     # -- kubectl ---------------------------------------------------------------------------------------------------
