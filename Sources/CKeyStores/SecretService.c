@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 // libsecret and the GLib under it, opened on the first call that finds a session bus (Library.h).
 #define SECRET_SERVICE_FUNCTIONS(X) \
     X(g_bus_get_sync) X(g_cancellable_cancel) X(g_cancellable_new) X(g_cond_clear) X(g_cond_init) X(g_cond_signal) \
