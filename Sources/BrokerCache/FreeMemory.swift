@@ -1,4 +1,5 @@
 import CLinuxSupport
+import Dispatch
 
 /// Hands the heap's free pages back to the system after a bulk change to the cache.
 ///
@@ -9,8 +10,9 @@ enum FreeMemory {
     /// The number of entries from which a change counts as bulk.
     static let bulk = 256
 
-    /// Returns the heap's free pages to the system.
+    /// Returns the heap's free pages to the system, on a utility thread: the trim walks every arena (several
+    /// milliseconds after an import of 10,000 tokens), and the commit that asks may be running on an event loop.
     static func release() {
-        _ = tb_release_free_heap()
+        DispatchQueue.global(qos: .utility).async { _ = tb_release_free_heap() }
     }
 }
