@@ -90,7 +90,7 @@ public struct CacheContents: Sendable {
         let scope = CredentialScope(homeAccountId: homeAccountId, clientId: clientId, realm: realm)
         guard let keys = accessTokenIndex[scope] else { return [] }
         return keys.compactMap { key in
-            guard let token = accessTokens[key], environments.contains(token.environment.lowercased()),
+            guard let token = accessTokens[key], environments.contains(token.environment.lowercasedSharingStorage),
                 let scopes = accessTokenScopes[key]
             else { return nil }
             return (token, scopes)
@@ -99,8 +99,8 @@ public struct CacheContents: Sendable {
 
     /// The refresh tokens of an account in any of `environments`: its apps' own and its family's.
     public func refreshTokens(homeAccountId: String, environments: Set<String>) -> [RefreshToken] {
-        (refreshTokenIndex[homeAccountId.lowercased()] ?? []).compactMap { refreshTokens[$0] }
-            .filter { environments.contains($0.environment.lowercased()) }
+        (refreshTokenIndex[homeAccountId.lowercasedSharingStorage] ?? []).compactMap { refreshTokens[$0] }
+            .filter { environments.contains($0.environment.lowercasedSharingStorage) }
     }
 
     /// The id token of an account for a client and tenant, with its claims.
@@ -112,7 +112,9 @@ public struct CacheContents: Sendable {
     ) -> (token: IdToken, claims: [String: JSONValue]?)? {
         let scope = CredentialScope(homeAccountId: homeAccountId, clientId: clientId, realm: realm)
         for key in idTokenByScope[scope] ?? [] {
-            guard let token = idTokens[key], environments.contains(token.environment.lowercased()) else { continue }
+            guard let token = idTokens[key], environments.contains(token.environment.lowercasedSharingStorage) else {
+                continue
+            }
             return (token, idTokenClaims[key])
         }
         return nil
@@ -120,8 +122,8 @@ public struct CacheContents: Sendable {
 
     /// Every id token of an account, in any of `environments`.
     public func idTokens(homeAccountId: String, environments: Set<String>) -> [IdToken] {
-        (idTokenIndex[homeAccountId.lowercased()] ?? []).compactMap { idTokens[$0] }
-            .filter { environments.contains($0.environment.lowercased()) }
+        (idTokenIndex[homeAccountId.lowercasedSharingStorage] ?? []).compactMap { idTokens[$0] }
+            .filter { environments.contains($0.environment.lowercasedSharingStorage) }
             .sorted { ($0.realm, $0.clientId) < ($1.realm, $1.clientId) }
     }
 
@@ -139,12 +141,16 @@ public struct CacheContents: Sendable {
 
     /// The accounts with this identifier (one per environment and tenant).
     public func accounts(identifier: String) -> [AccountEntry] {
-        (accountsByIdentifier[identifier.lowercased()] ?? []).compactMap { accounts[$0] }.sorted(by: Self.accountOrder)
+        (accountsByIdentifier[identifier.lowercasedSharingStorage] ?? []).compactMap { accounts[$0] }.sorted(
+            by: Self.accountOrder
+        )
     }
 
     /// The accounts with this username, compared case-insensitively (UPNs are case-insensitive).
     public func accounts(username: String) -> [AccountEntry] {
-        (accountsByUsername[username.lowercased()] ?? []).compactMap { accounts[$0] }.sorted(by: Self.accountOrder)
+        (accountsByUsername[username.lowercasedSharingStorage] ?? []).compactMap { accounts[$0] }.sorted(
+            by: Self.accountOrder
+        )
     }
 
     /// What the broker knows about an app in any of `environments`.
@@ -156,13 +162,14 @@ public struct CacheContents: Sendable {
 
     /// Accounts ordered by username, then identifier, then environment and tenant: a stable listing order.
     public static func accountOrder(_ lhs: AccountEntry, _ rhs: AccountEntry) -> Bool {
-        (lhs.username.lowercased(), lhs.homeAccountId, lhs.environment, lhs.realm)
-            < (rhs.username.lowercased(), rhs.homeAccountId, rhs.environment, rhs.realm)
+        (lhs.username.lowercasedSharingStorage, lhs.homeAccountId, lhs.environment, lhs.realm)
+            < (rhs.username.lowercasedSharingStorage, rhs.homeAccountId, rhs.environment, rhs.realm)
     }
 
     // MARK: Index maintenance
 
-    private mutating func insert(_ entry: CacheEntry) {
+    /// Adds `entry`, replacing the one with its id.
+    mutating func insert(_ entry: CacheEntry) {
         remove(entry.id)
         switch entry {
         case .accessToken(var token):
@@ -181,7 +188,7 @@ public struct CacheContents: Sendable {
             share(&token.clientId)
             let key = token.id.key
             refreshTokens[key] = token
-            refreshTokenIndex[token.homeAccountId.lowercased(), default: []].insert(key)
+            refreshTokenIndex[token.homeAccountId.lowercasedSharingStorage, default: []].insert(key)
         case .idToken(var token):
             share(&token.homeAccountId)
             share(&token.environment)
@@ -189,7 +196,7 @@ public struct CacheContents: Sendable {
             share(&token.realm)
             let key = token.id.key
             idTokens[key] = token
-            idTokenIndex[token.homeAccountId.lowercased(), default: []].insert(key)
+            idTokenIndex[token.homeAccountId.lowercasedSharingStorage, default: []].insert(key)
             idTokenByScope[CredentialScope(token), default: []].insert(key)
             idTokenClaims[key] = token.unverifiedClaims
         case .account(let account):
@@ -198,9 +205,9 @@ public struct CacheContents: Sendable {
             if account.clientInfo == nil, derivedClientInfo[account.homeAccountId] == nil {
                 derivedClientInfo[account.homeAccountId] = account.derivedClientInfo
             }
-            accountsByIdentifier[account.homeAccountId.lowercased(), default: []].insert(key)
+            accountsByIdentifier[account.homeAccountId.lowercasedSharingStorage, default: []].insert(key)
             if !account.username.isEmpty {
-                accountsByUsername[account.username.lowercased(), default: []].insert(key)
+                accountsByUsername[account.username.lowercasedSharingStorage, default: []].insert(key)
             }
         case .appMetadata(let metadata):
             appMetadata[metadata.id.key] = metadata
@@ -220,18 +227,18 @@ public struct CacheContents: Sendable {
         case .refreshToken:
             guard let token = refreshTokens.removeValue(forKey: id.key) else { return }
             release(token.homeAccountId, token.environment, token.clientId)
-            Self.unindex(id.key, from: &refreshTokenIndex, at: token.homeAccountId.lowercased())
+            Self.unindex(id.key, from: &refreshTokenIndex, at: token.homeAccountId.lowercasedSharingStorage)
         case .idToken:
             guard let token = idTokens.removeValue(forKey: id.key) else { return }
             release(token.homeAccountId, token.environment, token.clientId, token.realm)
-            Self.unindex(id.key, from: &idTokenIndex, at: token.homeAccountId.lowercased())
+            Self.unindex(id.key, from: &idTokenIndex, at: token.homeAccountId.lowercasedSharingStorage)
             Self.unindex(id.key, from: &idTokenByScope, at: CredentialScope(token))
             idTokenClaims[id.key] = nil
         case .account:
             guard let account = accounts.removeValue(forKey: id.key) else { return }
-            Self.unindex(id.key, from: &accountsByIdentifier, at: account.homeAccountId.lowercased())
-            Self.unindex(id.key, from: &accountsByUsername, at: account.username.lowercased())
-            if accountsByIdentifier[account.homeAccountId.lowercased()] == nil {
+            Self.unindex(id.key, from: &accountsByIdentifier, at: account.homeAccountId.lowercasedSharingStorage)
+            Self.unindex(id.key, from: &accountsByUsername, at: account.username.lowercasedSharingStorage)
+            if accountsByIdentifier[account.homeAccountId.lowercasedSharingStorage] == nil {
                 derivedClientInfo[account.homeAccountId] = nil
             }
         case .appMetadata:
@@ -264,9 +271,9 @@ private struct CredentialScope: Hashable, Sendable {
     let realm: String
 
     init(homeAccountId: String, clientId: String, realm: String) {
-        self.homeAccountId = homeAccountId.lowercased()
-        self.clientId = clientId.lowercased()
-        self.realm = realm.lowercased()
+        self.homeAccountId = homeAccountId.lowercasedSharingStorage
+        self.clientId = clientId.lowercasedSharingStorage
+        self.realm = realm.lowercasedSharingStorage
     }
 
     init(_ token: AccessToken) {

@@ -1,3 +1,4 @@
+import BrokerProtocol
 public import BrokerTime
 import Crypto
 public import Foundation
@@ -41,10 +42,10 @@ public final class TokenCache: Sendable {
         self.clock = clock
         let stored = try await store.loadAll()
         self.store = store
-        self.contents = ReadWriteLocked(CacheContents(stored.entries))
+        self.contents = ReadWriteLocked(stored.contents)
         self.damaged = stored.damaged
         self.databaseWasMissing = databaseWasMissing
-        if stored.entries.count >= FreeMemory.bulk { FreeMemory.release() }
+        if stored.contents.count.total >= FreeMemory.bulk { FreeMemory.release() }
     }
 
     /// Where the managed-identity endpoint's grants are kept: beside the entries, when the store can hold them.

@@ -72,4 +72,22 @@ struct SharedValuesTests {
         #expect(read.extra.isEmpty)
         #expect(read == tokens[0])
     }
+
+    /// Lowercasing for keys gives what `lowercased()` gives, and keeps the storage of what has nothing to lowercase.
+    @Test func lowercasesKeysAsStringDoesWithoutCopyingLowercaseOnes() {
+        let samples = [
+            "", "abc", "ABC", "login.microsoftonline.com", "Login.MicrosoftOnline.com",
+            "00000000-0000-4000-8000-0000000000ab",
+            "caf\u{E9}", "CAF\u{C9}", "cafe\u{301}", "\u{130}stanbul", "stra\u{DF}e", "[a]-z_{@}`~", "\u{1F600} hi",
+        ]
+        for sample in samples {
+            #expect(Array(sample.lowercasedSharingStorage.utf8) == Array(sample.lowercased().utf8), "\(sample)")
+        }
+        var long = String(repeating: "0123456789abcdef-", count: 8)
+        var copy = long.lowercasedSharingStorage
+        #expect(long.withUTF8 { $0.baseAddress } == copy.withUTF8 { $0.baseAddress })
+        long = String(repeating: "0123456789ABCDEF-", count: 8)
+        copy = long.lowercasedSharingStorage
+        #expect(long.withUTF8 { $0.baseAddress } != copy.withUTF8 { $0.baseAddress })
+    }
 }

@@ -104,7 +104,7 @@ public struct AccessToken: Sendable, Hashable {
         EntryID(
             section: .accessToken,
             key: [homeAccountId, environment, Section.accessToken.name, clientId, realm, target].joined(separator: "-")
-                .lowercased()
+                .lowercasedSharingStorage
         )
     }
 

@@ -95,7 +95,10 @@ public struct AccountEntry: Sendable, Hashable {
 
     /// `home_account_id-environment-realm`, lowercased (MSAL Python's key).
     public var id: EntryID {
-        EntryID(section: .account, key: [homeAccountId, environment, realm].joined(separator: "-").lowercased())
+        EntryID(
+            section: .account,
+            key: [homeAccountId, environment, realm].joined(separator: "-").lowercasedSharingStorage
+        )
     }
 
     /// `client_info` rebuilt from `uid.utid`, for Microsoft accounts imported without it.

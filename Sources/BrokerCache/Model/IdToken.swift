@@ -62,7 +62,7 @@ public struct IdToken: Sendable, Hashable {
         EntryID(
             section: .idToken,
             key: [homeAccountId, environment, Section.idToken.name, clientId, realm, ""].joined(separator: "-")
-                .lowercased()
+                .lowercasedSharingStorage
         )
     }
 

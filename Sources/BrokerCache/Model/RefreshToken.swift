@@ -74,7 +74,7 @@ public struct RefreshToken: Sendable, Hashable {
         EntryID(
             section: .refreshToken,
             key: [homeAccountId, environment, Section.refreshToken.name, clientId, "", target ?? ""]
-                .joined(separator: "-").lowercased()
+                .joined(separator: "-").lowercasedSharingStorage
         )
     }
 

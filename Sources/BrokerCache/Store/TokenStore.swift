@@ -17,14 +17,20 @@ public protocol TokenStore: Sendable {
 
 /// What a store holds.
 public struct StoredEntries: Sendable {
-    /// The entries that could be read.
-    public var entries: [CacheEntry]
+    /// The entries that could be read, with their indexes.
+    public var contents: CacheContents
     /// Entries that could not be opened or read, with the reason.
     public var damaged: [(id: EntryID, reason: String)]
 
-    /// Creates the result.
-    public init(entries: [CacheEntry], damaged: [(id: EntryID, reason: String)] = []) {
-        self.entries = entries
+    /// Creates the result from entries read.
+    public init(entries: some Sequence<CacheEntry>, damaged: [(id: EntryID, reason: String)] = []) {
+        self.init(contents: CacheContents(entries), damaged: damaged)
+    }
+
+    /// Creates the result from contents built while reading: each entry goes into them as it is read, so what it
+    /// holds alike with others (account and client ids, scopes) is shared before the next is read.
+    public init(contents: CacheContents, damaged: [(id: EntryID, reason: String)] = []) {
+        self.contents = contents
         self.damaged = damaged
     }
 }
