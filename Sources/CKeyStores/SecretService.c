@@ -41,7 +41,8 @@ static char *secret_api_problem;
 static bool secret_api_failed;
 
 static void secret_api_load(void) {
-    secret_api_failed = !TB_LIBRARY_OPEN("libsecret-1.so.0", SECRET_SERVICE_FUNCTIONS, &secret_api_problem);
+    void *library;
+    secret_api_failed = !TB_LIBRARY_OPEN("libsecret-1.so.0", SECRET_SERVICE_FUNCTIONS, &library, &secret_api_problem);
 }
 
 // From here on, each call of a library function goes through the table.

@@ -38,9 +38,15 @@ static char *tpm_api_problem;
 static bool tpm_api_failed;
 
 static void tpm_api_load(void) {
-    tpm_api_failed = !TB_LIBRARY_OPEN("libtss2-esys.so.0", TPM_ESYS_FUNCTIONS, &tpm_api_problem) ||
-                     !TB_LIBRARY_OPEN("libtss2-mu.so.0", TPM_MU_FUNCTIONS, &tpm_api_problem) ||
-                     !TB_LIBRARY_OPEN("libtss2-tctildr.so.0", TPM_TCTILDR_FUNCTIONS, &tpm_api_problem);
+    // Three libraries, all or none: one that fails closes those opened before it.
+    void *esys = NULL, *mu = NULL, *tctildr = NULL;
+    tpm_api_failed = !TB_LIBRARY_OPEN("libtss2-esys.so.0", TPM_ESYS_FUNCTIONS, &esys, &tpm_api_problem) ||
+                     !TB_LIBRARY_OPEN("libtss2-mu.so.0", TPM_MU_FUNCTIONS, &mu, &tpm_api_problem) ||
+                     !TB_LIBRARY_OPEN("libtss2-tctildr.so.0", TPM_TCTILDR_FUNCTIONS, &tctildr, &tpm_api_problem);
+    if (tpm_api_failed) {
+        TB_LIBRARY_CLOSE(TPM_ESYS_FUNCTIONS, &esys);
+        TB_LIBRARY_CLOSE(TPM_MU_FUNCTIONS, &mu);
+    }
 }
 
 /// Loads tpm2-tss on the first call; false (with *message set) when it is not there.

@@ -334,6 +334,30 @@ class KeysTest(Checks):
             self.expect_all_tokens(again, f"back with {library}")
             expect(again.stop() == 0, "the daemon did not exit 0")
 
+    def a_tpm_library_of_another_version_leaves_none_open(self) -> None:
+        """The third of tpm2-tss's libraries loads but lacks a function (a library of another version, here one
+        built without any): the store is unavailable, says which function, and the two opened before are closed
+        again, so the daemon maps none of them."""
+        stub = self.directory / "other-version-libraries"
+        stub.mkdir(exist_ok=True)
+        (stub / "stub.c").write_text("int tokenbroker_test_stub(void) { return 0; }\n")
+        compiler = shutil.which("cc") or shutil.which("clang") or "cc"
+        subprocess.run([compiler, "-shared", "-fPIC", "-o", str(stub / "libtss2-tctildr.so.0"), str(stub / "stub.c")],
+                       check=True, capture_output=True, timeout=60)
+        place = self.tpm_place
+        before = (place / "state" / "key.json").read_bytes()
+        daemon = self.start(place, extra={"LD_LIBRARY_PATH": str(stub)}, tpm=self.tpm)
+        status = self.key_status(daemon)
+        expect(status["locked"] and "libtss2-tctildr.so.0 has no Tss2_TctiLdr_" in status["problem"],
+               f"status {status}")
+        expect(not self.mapped(daemon, "libtss2"), "a tpm2-tss library stays mapped after the store failed to load")
+        expect(self.token(daemon).returncode == 76, "a token was answered without tpm2-tss")
+        expect(daemon.stop() == 0, "the daemon did not exit 0")
+        expect((place / "state" / "key.json").read_bytes() == before, "the key record changed")
+        again = self.start(place, tpm=self.tpm)
+        self.expect_all_tokens(again, "back with tpm2-tss")
+        expect(again.stop() == 0, "the daemon did not exit 0")
+
     def a_passphrase_unlocks_with_back_off_for_wrong_ones(self) -> None:
         key = (self.pristine / "cache.key").read_bytes()
         place = self.place("passphrase", self.pristine)
@@ -429,6 +453,8 @@ class KeysTest(Checks):
                    self.moves_to_the_tpm_and_only_that_tpm_opens_it)
         self.check("libsecret and tpm2-tss broken: the daemon runs, says which, locked and whole; mended: every "
                    "token", self.without_the_stores_libraries_the_cache_stays_locked_and_whole)
+        self.check("a tpm2-tss library of another version: unavailable, says which function, none left mapped",
+                   self.a_tpm_library_of_another_version_leaves_none_open)
         self.check("a passphrase: wrong ones refused with back-off, the right one unlocks, nothing in clear",
                    self.a_passphrase_unlocks_with_back_off_for_wrong_ones)
         self.check("kill -9 after every step of 24 moves: every token there, the key file gone only after the new "
