@@ -128,10 +128,25 @@ struct Lookup: AsyncParsableCommand {
 
     @Option(help: "How many access tokens in the cache.") var tokens: Int = 10
     @Option(help: "Timed lookups.") var count: Int = 200_000
+    @Option(
+        help: """
+            The cache's store in this state directory (created, filled, left there): the daemon's SQLite store, which \
+            leaves access tokens' secrets on disk, so each lookup also reads one. Without it, memory only.
+            """
+    )
+    var stateDirectory: String?
 
     func run() async throws {
         LoggingSystem.bootstrap { _ in SwiftLogNoOpLogHandler() }
-        let cache = try await TokenCache(store: MemoryStore(SyntheticCache.entries(tokens: tokens)))
+        let entries = SyntheticCache.entries(tokens: tokens)
+        let cache: TokenCache
+        if let stateDirectory {
+            let location = CacheLocation(stateDirectory: URL(filePath: stateDirectory))
+            try await TokenCache(store: try location.openStore()).commit(CacheChanges(upserts: entries))
+            cache = try await TokenCache(store: try location.openStore())
+        } else {
+            cache = try await TokenCache(store: MemoryStore(entries))
+        }
         let broker = TokenBroker(cache: cache, logger: Logger(label: "bench"))
         let params = try WireDecoder().decode(
             Request<AcquireTokenSilentlyParams>.Decoded.self,
@@ -143,7 +158,10 @@ struct Lookup: AsyncParsableCommand {
         let start = now()
         for _ in 0..<count { _ = try broker.cachedToken(params, caller: caller) }
         let perCall = Double(now() - start) / Double(count) / 1000
-        report(["kind": "lookup", "tokens": tokens, "us_per_lookup": perCall])
+        report([
+            "kind": "lookup", "tokens": tokens, "store": stateDirectory == nil ? "memory" : "sqlite",
+            "us_per_lookup": perCall,
+        ])
     }
 }
 

@@ -26,12 +26,23 @@ public struct CacheContents: Sendable {
     /// parsed from the latter: one copy each, however many tokens hold it.
     private var sharedStrings = SharedValues<String>()
     private var sharedScopes = SharedValues<ScopeSet>()
+    /// Where the contents leave access tokens' secrets in the store: each such token's key, with its secret's hash
+    /// (this process's `Hasher`), to find the token an app hands back (`discardAccessToken`) without reading them all.
+    private var storedSecretHashes: [String: Int] = [:]
 
-    /// An empty cache.
-    public init() {}
+    /// Whether access tokens are kept without their secrets (an empty ``Secret``), which stay in the store: they are
+    /// most of a large cache's memory (10,000 tokens of 1.7 KB), and an answer reads one only when it is first made
+    /// (``TokenCache/secret(of:)``); refresh tokens, id tokens and everything a lookup compares stay in memory.
+    public let leavesAccessTokenSecretsInStore: Bool
+
+    /// An empty cache; `leavingAccessTokenSecretsInStore` as the store it mirrors does.
+    public init(leavingAccessTokenSecretsInStore: Bool = false) {
+        leavesAccessTokenSecretsInStore = leavingAccessTokenSecretsInStore
+    }
 
     /// A cache holding `entries`.
-    public init(_ entries: some Sequence<CacheEntry>) {
+    public init(_ entries: some Sequence<CacheEntry>, leavingAccessTokenSecretsInStore: Bool = false) {
+        leavesAccessTokenSecretsInStore = leavingAccessTokenSecretsInStore
         apply(CacheChanges(upserts: Array(entries)))
     }
 
@@ -95,6 +106,18 @@ public struct CacheContents: Sendable {
             else { return nil }
             return (token, scopes)
         }
+    }
+
+    /// The access tokens that may hold `secret`: those holding it in memory, and those whose secret is in the store
+    /// with the same hash (read it to be sure).
+    public func accessTokens(holding secret: Secret) -> [AccessToken] {
+        var found = accessTokens.values.filter { !$0.secret.isEmpty && $0.secret == secret }
+        guard !storedSecretHashes.isEmpty else { return found }
+        let hash = secret.hashValue
+        for (key, stored) in storedSecretHashes where stored == hash {
+            if let token = accessTokens[key] { found.append(token) }
+        }
+        return found
     }
 
     /// The refresh tokens of an account in any of `environments`: its apps' own and its family's.
@@ -179,6 +202,10 @@ public struct CacheContents: Sendable {
             share(&token.realm)
             share(&token.target)
             let key = token.id.key
+            if leavesAccessTokenSecretsInStore {
+                storedSecretHashes[key] = token.secret.hashValue
+                token.secret = Secret("")
+            }
             accessTokens[key] = token
             accessTokenScopes[key] = sharedScopes.hold(token.target) { ScopeSet(target: $0) }
             accessTokenIndex[CredentialScope(token), default: []].insert(key)
@@ -221,6 +248,7 @@ public struct CacheContents: Sendable {
         case .accessToken:
             guard let token = accessTokens.removeValue(forKey: id.key) else { return }
             accessTokenScopes[id.key] = nil
+            storedSecretHashes[id.key] = nil
             sharedScopes.release(token.target)
             release(token.homeAccountId, token.environment, token.clientId, token.realm, token.target)
             Self.unindex(id.key, from: &accessTokenIndex, at: CredentialScope(token))

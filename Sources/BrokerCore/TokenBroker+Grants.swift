@@ -171,7 +171,12 @@ extension TokenBroker {
                 "must not be empty"
             )
         }
-        let found = try cache.read { contents in contents.accessTokens.values.first { $0.secret == token } }
+        var found: AccessToken?
+        for candidate in try cache.read({ contents in contents.accessTokens(holding: token) })
+        where try secret(of: candidate) == token {
+            found = candidate
+            break
+        }
         guard let found else { return DiscardAccessTokenResult(discarded: false) }
         do {
             try await cache.commit(CacheChanges(deletions: [found.id]))

@@ -60,22 +60,20 @@ extension TokenBroker {
     {
         let format = params.format ?? .msal
         let cache = try cache
-        // Serializing the whole cache (up to 64 MiB) is heavy: off the loops.
+        // Serializing the whole cache (up to 64 MiB) is heavy: off the loops, with the access tokens' secrets the
+        // contents leave in the store read from it.
         let (data, counts) = try await HeavyWork.run { () throws(BrokerFailure) -> (Data, EntryCounts) in
             do {
+                let contents = CacheContents(try cache.allEntriesWithSecrets())
                 switch format {
                 case .msal:
-                    let entries = cache.read { contents in
-                        CacheExport.entries(of: contents, clientId: params.clientId)
-                    }
+                    let entries = CacheExport.entries(of: contents, clientId: params.clientId)
                     return (try MSALCacheDocument.write(entries), CacheContents(entries).count)
                 case .adal:
-                    return try cache.read { contents in
-                        try ADALCacheDocument.write(contents, clientId: params.clientId, timeZone: .current)
-                    }
+                    return try ADALCacheDocument.write(contents, clientId: params.clientId, timeZone: .current)
                 }
             } catch {
-                throw BrokerFailure(.internalError, "the cache could not be serialized", underlying: error)
+                throw BrokerFailure(.internalError, "the cache could not be read or serialized", underlying: error)
             }
         }
         audit.cacheMoved(

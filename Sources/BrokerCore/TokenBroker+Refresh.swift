@@ -214,7 +214,10 @@ extension TokenBroker {
         failure: BrokerFailure,
         correlationId: String
     ) throws(BrokerFailure) -> TokenResult {
-        guard !request.bypassesCache, let fallback = found.fallback else { throw failure }
+        guard !request.bypassesCache, var fallback = found.fallback, let secret = try secret(of: fallback.token) else {
+            throw failure
+        }
+        fallback.token.secret = secret
         logger.notice(
             "identity provider unavailable; handing out the cached token",
             metadata: ["correlation_id": "\(correlationId)", "reason": "\(failure.message)"]

@@ -21,13 +21,27 @@ extension TokenBroker {
             (try request.lookUp(in: contents, now: now), cache.generation)
         }
         let correlationId = params.correlationId ?? UUID.random().uuidString
-        if let token = found.accessToken, found.freshness == .fresh, !request.bypassesCache {
+        // A token whose secret the contents left in the store is read from it (once: the answer is remembered); one
+        // a commit replaced or removed since the lookup goes the way of a miss.
+        if var token = found.accessToken, found.freshness == .fresh, !request.bypassesCache,
+            let secret = try secret(of: token)
+        {
+            token.secret = secret
             let result = issue(token, from: found, request: request, correlationId: correlationId, caller: caller)
             remember(result, for: params.authParameters, seconds: found.answerHolds, generation: generation)
             return .now(result)
         }
         return .later { _ throws(BrokerFailure) in
             try await self.refreshed(request, found: found, correlationId: correlationId, caller: caller)
+        }
+    }
+
+    /// The secret of an access token from the cache's contents (see ``TokenCache/secret(of:)``); nil when it is gone.
+    func secret(of token: AccessToken) throws(BrokerFailure) -> Secret? {
+        do {
+            return try cache.secret(of: token)
+        } catch {
+            throw BrokerFailure(.internalError, "the cache could not be read", underlying: error)
         }
     }
 

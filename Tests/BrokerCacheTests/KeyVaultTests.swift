@@ -77,7 +77,7 @@ struct KeyVaultTests {
         } catch {
             #expect(error.problem == .wrongPassphrase && error.store == .passphrase)
         }
-        #expect(Set(try await opened(vault, passphrase: "a long passphrase").read { $0.allEntries }) == Set(written))
+        #expect(Set(try await opened(vault, passphrase: "a long passphrase").allEntriesWithSecrets()) == Set(written))
         for file in try FileManager.default.subpathsOfDirectory(atPath: location.stateDirectory.path) {
             let data = (try? Data(contentsOf: location.stateDirectory.appending(path: file))) ?? Data()
             #expect(data.range(of: keyBytes) == nil, "\(file) holds the key")
@@ -134,7 +134,7 @@ struct KeyVaultTests {
         }
         clock.advance(by: .seconds(1))
         #expect(try await vault.unlock(passphrase: Passphrase("right")))
-        #expect(Set(vault.cache?.read { $0.allEntries } ?? []) == Set(written))
+        #expect(Set(try vault.cache?.allEntriesWithSecrets() ?? []) == Set(written))
         #expect(vault.status.store == "passphrase" && !vault.status.locked)
     }
 }

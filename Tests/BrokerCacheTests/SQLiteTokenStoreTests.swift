@@ -22,7 +22,17 @@ struct SQLiteTokenStoreTests {
             try await cache.commit(CacheChanges(upserts: written))
         }
         let reopened = try await TokenCache(store: try location.openStore())
-        #expect(reopened.read { Set($0.allEntries) } == Set(written))
+        #expect(Set(try reopened.allEntriesWithSecrets()) == Set(written))
+        // In memory, the access tokens are there without their secrets, which the store keeps.
+        let inMemory = reopened.read { $0.accessTokens.values.map(\.self) }
+        #expect(inMemory.count == 2 && inMemory.allSatisfy { $0.secret.isEmpty })
+        for token in inMemory {
+            guard case .accessToken(let stored)? = written.first(where: { $0.id == token.id }) else {
+                Issue.record("an access token that was not written")
+                continue
+            }
+            #expect(try reopened.secret(of: token) == stored.secret)
+        }
         #expect(reopened.damaged.isEmpty)
         let queue = try DatabaseQueue(path: location.databaseURL.path)
         let (mode, migrations) = try await queue.read { db in
@@ -33,6 +43,36 @@ struct SQLiteTokenStoreTests {
         }
         #expect(mode == "wal")
         #expect(migrations == ["v1: sealed entries", "v2: sealed grants"])
+    }
+
+    /// An access token read from the contents has no secret in memory: writing it back would lose the token, so the
+    /// commit refuses it and nothing changes; a token removed since it was read has no secret to read.
+    @Test func anAccessTokenWithoutItsSecretIsNeverWritten() async throws {
+        let directory = try TemporaryDirectory()
+        let location = CacheLocation(stateDirectory: directory.url)
+        let written = try entries()
+        let cache = try await TokenCache(store: try location.openStore())
+        try await cache.commit(CacheChanges(upserts: written))
+        let before = try cache.allEntriesWithSecrets()
+        var token = try #require(cache.read { $0.accessTokens.values.first })
+        #expect(token.secret.isEmpty)
+        token.expiresOn += 60
+        await #expect(throws: CacheError.self) { try await cache.commit(CacheChanges(upserts: [.accessToken(token)])) }
+        #expect(try cache.allEntriesWithSecrets() == before)
+        let reopened = try await TokenCache(store: try location.openStore())
+        #expect(try reopened.allEntriesWithSecrets() == before)
+
+        // A secret read is kept for the generation it was read in: a token replaced since gives its new secret.
+        let first = try #require(try cache.secret(of: token))
+        var replacement = token
+        replacement.secret = Secret(first.reveal() + "-rotated")
+        try await cache.commit(CacheChanges(upserts: [.accessToken(replacement)]))
+        let replaced = try #require(cache.read { $0.accessTokens[token.id.key] })
+        #expect(try cache.secret(of: replaced) == replacement.secret)
+
+        try await cache.commit(CacheChanges(deletions: [token.id]))
+        #expect(try cache.secret(of: token) == nil)
+        #expect(try cache.allEntriesWithSecrets().count == before.count - 1)
     }
 
     /// Every commit is synced before it is acknowledged: the writer runs with `synchronous = FULL`, which GRDB's

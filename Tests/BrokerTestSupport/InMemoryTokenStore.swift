@@ -1,14 +1,20 @@
 public import BrokerCache
+public import BrokerProtocol
 import Synchronization
 
 /// A store that keeps entries in memory only: for unit tests of code above the cache, never for the daemon.
+///
+/// Like the daemon's SQLite store, it leaves access tokens' secrets out of the contents it loads (they are read back
+/// through ``secrets(of:)``), so tests above the cache go the daemon's way.
 public final class InMemoryTokenStore: TokenStore {
     private let state: Mutex<[EntryID: CacheEntry]>
     private let failure: Mutex<(any Error)?> = Mutex(nil)
+    private let leavesAccessTokenSecrets: Bool
 
-    /// A store holding `entries`.
-    public init(_ entries: [CacheEntry] = []) {
+    /// A store holding `entries`; with `leavingAccessTokenSecrets` false, its contents keep every secret in memory.
+    public init(_ entries: [CacheEntry] = [], leavingAccessTokenSecrets: Bool = true) {
         state = Mutex(Dictionary(entries.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last }))
+        leavesAccessTokenSecrets = leavingAccessTokenSecrets
     }
 
     /// Makes every later commit throw `error` (nil to stop), to test that failed writes change nothing.
@@ -23,12 +29,27 @@ public final class InMemoryTokenStore: TokenStore {
 
     /// Returns every entry.
     public func loadAll() async throws -> StoredEntries {
-        StoredEntries(entries: entries)
+        StoredEntries(entries: entries, leavingAccessTokenSecretsInStore: leavesAccessTokenSecrets)
     }
 
-    /// Applies the change set under a lock, then calls `afterCommit` under the same lock.
+    /// The access tokens' secrets as committed.
+    public func secrets(of ids: [EntryID]) throws -> [EntryID: Secret] {
+        state.withLock { entries in
+            var secrets: [EntryID: Secret] = [:]
+            for id in ids {
+                if case .accessToken(let token)? = entries[id] { secrets[id] = token.secret }
+            }
+            return secrets
+        }
+    }
+
+    /// Applies the change set under a lock, then calls `afterCommit` under the same lock; refuses an access token
+    /// without its secret, as the SQLite store does.
     public func commit(_ changes: CacheChanges, afterCommit: @Sendable () -> Void) async throws {
         if let error = failure.withLock({ $0 }) { throw error }
+        for case .accessToken(let token) in changes.upserts where token.secret.isEmpty {
+            throw CacheError(.corrupt, "an access token without its secret cannot be stored; nothing was written")
+        }
         state.withLock { entries in
             for id in changes.deletions { entries[id] = nil }
             for entry in changes.upserts { entries[entry.id] = entry }

@@ -1,3 +1,4 @@
+public import BrokerProtocol
 public import Foundation
 
 /// Durable storage for cache entries.
@@ -13,6 +14,19 @@ public protocol TokenStore: Sendable {
     ///
     /// Throws without calling `afterCommit` when nothing was written.
     func commit(_ changes: CacheChanges, afterCommit: @Sendable () -> Void) async throws
+
+    /// The secrets of the access tokens `ids`, as stored now, for contents loaded without them
+    /// (``CacheContents/leavesAccessTokenSecretsInStore``); an id whose entry is gone has none.
+    ///
+    /// Synchronous, for an answer made on an event loop: one indexed read of a local database (one of the pool's
+    /// readers in WAL mode, which never wait for the writer), once per token and cache generation (answers and
+    /// secrets read are remembered for that long).
+    func secrets(of ids: [EntryID]) throws -> [EntryID: Secret]
+}
+
+extension TokenStore {
+    /// None: a store whose contents keep every secret in memory.
+    public func secrets(of ids: [EntryID]) throws -> [EntryID: Secret] { [:] }
 }
 
 /// What a store holds.
@@ -23,8 +37,15 @@ public struct StoredEntries: Sendable {
     public var damaged: [(id: EntryID, reason: String)]
 
     /// Creates the result from entries read.
-    public init(entries: some Sequence<CacheEntry>, damaged: [(id: EntryID, reason: String)] = []) {
-        self.init(contents: CacheContents(entries), damaged: damaged)
+    public init(
+        entries: some Sequence<CacheEntry>,
+        damaged: [(id: EntryID, reason: String)] = [],
+        leavingAccessTokenSecretsInStore: Bool = false
+    ) {
+        self.init(
+            contents: CacheContents(entries, leavingAccessTokenSecretsInStore: leavingAccessTokenSecretsInStore),
+            damaged: damaged
+        )
     }
 
     /// Creates the result from contents built while reading: each entry goes into them as it is read, so what it
