@@ -109,8 +109,10 @@ func connectAdmitted(_ path: String) async throws -> Int32 {
     let deadline = ContinuousClock.now + .seconds(10)
     while ContinuousClock.now < deadline {
         let fd = try UnixSocket.connect(path)
-        try await UnixSocket.send(fd, Array((statusRequest + "\n").utf8))
-        if let line = await UnixSocket.readLines(fd, count: 1).lines.first, try object(line)["result"] != nil {
+        // A refused connection may be closed before the request is sent (EPIPE): not admitted either, try again.
+        if (try? await UnixSocket.send(fd, Array((statusRequest + "\n").utf8))) != nil,
+            let line = await UnixSocket.readLines(fd, count: 1).lines.first, try object(line)["result"] != nil
+        {
             return fd
         }
         close(fd)
