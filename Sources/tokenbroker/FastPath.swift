@@ -47,8 +47,8 @@ enum FastPath {
                 )
             }
         case .gitCredential:
-            guard given.action == "get", case .success(let attributes) = CredentialInput.read(),
-                case .success(let request) = GitCredential.request(for: attributes, options: given.gitOptions)
+            guard given.action == "get", case .read(let attributes) = CredentialInput.read(),
+                let request = try? GitCredential.request(for: attributes, options: given.gitOptions)
             else { return nil }
             return answer(request, socket: given.socket) { token in
                 Output.write(
