@@ -41,6 +41,8 @@ extension TokenBroker {
                 underlying: error
             )
         }
+        // However few entries it wrote, an import parsed a document of up to 64 MiB: hand the pages back.
+        FreeMemory.release()
         audit.cacheMoved(
             "imported",
             by: caller,
