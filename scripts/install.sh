@@ -10,7 +10,7 @@
 #   scripts/install.sh                     install and start (socket activation, else the foreground)
 #   scripts/install.sh --no-run            install only; do not start anything
 #   scripts/install.sh --uninstall         stop and remove the units and binaries; your tokens stay
-#   scripts/install.sh --uninstall --purge also delete the token cache (state directory) for good
+#   scripts/install.sh --uninstall --purge also delete the token cache (state directory) and its key for good
 #   scripts/install.sh --binaries DIR      install the binaries of DIR instead of building (tests use it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,6 +48,20 @@ have_user_manager() {
     && systemctl --user show-environment >/dev/null 2>&1
 }
 
+# The cache key in the keyring (the Secret Service item org.tokenbroker.CacheKey of this cache) goes with the cache it
+# opens; a key sealed to the TPM, wrapped with a passphrase or in a plain file lives in the state directory.
+purge_keyring_key() {
+  local record="$STATE_DIR/key.json" id
+  [ -f "$record" ] && grep -q '"store" *: *"secret-service"' "$record" || return 0
+  id=$(sed -n 's/.*"cacheID" *: *"\([^"]*\)".*/\1/p' "$record")
+  [ -n "$id" ] || return 0
+  if command -v secret-tool >/dev/null 2>&1 && secret-tool clear xdg:schema org.tokenbroker.CacheKey cache "$id"; then
+    echo "the cache key is deleted from your keyring"
+  else
+    echo "delete the cache key from your keyring yourself: secret-tool clear xdg:schema org.tokenbroker.CacheKey cache $id" >&2
+  fi
+}
+
 if [ "$UNINSTALL" = 1 ]; then
   if have_user_manager; then
     systemctl --user disable --now tokenbrokerd.socket >/dev/null 2>&1 || true
@@ -57,6 +71,7 @@ if [ "$UNINSTALL" = 1 ]; then
   have_user_manager && systemctl --user daemon-reload
   rm -f "$BIN_DIR/tokenbrokerd" "$BIN_DIR/tokenbroker"
   if [ "$PURGE" = 1 ]; then
+    purge_keyring_key
     rm -rf "$STATE_DIR"
     echo "uninstalled; the token cache in $STATE_DIR is deleted"
   else

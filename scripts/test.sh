@@ -16,9 +16,9 @@ need_packages libsqlite3-dev libsystemd-dev libsecret-1-dev libtss2-dev libargon
   util-linux iproute2 openssl python3-venv git strace
 # The key stores' test: software TPMs (swtpm, reached through tpm2-tss's swtpm TCTI from libtss2-dev).
 need_packages swtpm
-# The Broker1 test: a private session bus, a keyring, dbus-python for direct calls, and what MSALRuntime
-# (pymsalruntime's libmsalruntime.so) links against.
-need_packages dbus-daemon dbus-bin gnome-keyring python3-dbus python3-gi libwebkit2gtk-4.1-0 \
+# The Broker1 and key tests: a private session bus, a keyring (and secret-tool, which install.sh --purge uses),
+# dbus-python for direct calls, and what MSALRuntime (pymsalruntime's libmsalruntime.so) links against.
+need_packages dbus-daemon dbus-bin gnome-keyring python3-dbus python3-gi libsecret-tools libwebkit2gtk-4.1-0 \
   libjavascriptcoregtk-4.1-0 libgtk-3-0 libsoup-3.0-0 libsecret-1-0 libfido2-1 libp11-kit0 libcurl4
 
 step "python test environment"

@@ -358,6 +358,39 @@ class KeysTest(Checks):
         self.expect_all_tokens(again, "back with tpm2-tss")
         expect(again.stop() == 0, "the daemon did not exit 0")
 
+    def purging_deletes_the_key_from_the_keyring(self) -> None:
+        """`scripts/install.sh --uninstall --purge` on a cache whose key is in the keyring deletes the state directory
+        and the keyring's item for that cache, and no other (another cache's key stays)."""
+        place = self.place("purge")
+        daemon = self.start(place, keyring=True)
+        record = self.record(place / "state")
+        expect(record is not None and record["store"] == "secret-service", f"a new cache's key went to {record}")
+        expect(daemon.stop() == 0, "the daemon did not exit 0")
+        other = self.record(self.keyring_place / "state")
+        expect(other is not None and other["cacheID"] != record["cacheID"], "the two caches share a key")
+        self.keyring_control("read", record["cacheID"])
+        # install.sh's layout for the state: $XDG_STATE_HOME/tokenbroker. Its own HOME, and a systemctl that answers
+        # no user manager, so that no unit of this machine's user is touched.
+        state_home = place / "xdg-state"
+        state_home.mkdir()
+        (place / "state").rename(state_home / "tokenbroker")
+        fake = place / "no-user-manager"
+        fake.mkdir()
+        (fake / "systemctl").write_text("#!/bin/sh\nexit 1\n")
+        (fake / "systemctl").chmod(0o755)
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
+        environment.update(HOME=str(place), XDG_STATE_HOME=str(state_home), PATH=f"{fake}:{os.environ['PATH']}",
+                           DBUS_SESSION_BUS_ADDRESS=self.bus.address)
+        purged = subprocess.run([str(HERE.parent.parent / "scripts" / "install.sh"), "--uninstall", "--purge"],
+                                capture_output=True, text=True, timeout=60, env=environment)
+        expect(purged.returncode == 0 and "deleted from your keyring" in purged.stdout,
+               f"install.sh --purge ({purged.returncode}): {purged.stdout[-300:]!r} {purged.stderr[-300:]!r}")
+        expect(not (state_home / "tokenbroker").exists(), "the state directory is still there")
+        gone = subprocess.run([SYSTEM_PYTHON, str(HERE / "keyring_control.py"), self.bus.address, "read",
+                               record["cacheID"]], capture_output=True, text=True, timeout=60)
+        expect(gone.returncode != 0, "the keyring still holds the purged cache's key")
+        self.keyring_control("read", other["cacheID"])
+
     def a_passphrase_unlocks_with_back_off_for_wrong_ones(self) -> None:
         key = (self.pristine / "cache.key").read_bytes()
         place = self.place("passphrase", self.pristine)
@@ -459,6 +492,8 @@ class KeysTest(Checks):
                    self.a_passphrase_unlocks_with_back_off_for_wrong_ones)
         self.check("kill -9 after every step of 24 moves: every token there, the key file gone only after the new "
                    "wrap is durable", self.kill_9_at_every_step_of_every_move_loses_nothing)
+        self.check("install.sh --uninstall --purge deletes the cache's key from the keyring, and only it",
+                   self.purging_deletes_the_key_from_the_keyring)
         return self.summary()
 
     def stop(self) -> None:
