@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes Sources/tokenbrokerd/start-up.order: the release daemon's functions in the order they first run through
-# start-up, an import, cached answers, a status and a restart on the cache stored, which the release link places together (Package.swift,
-# daemonReleaseLinkFlags). Run it again when `scripts/bench.sh` shows the idle RSS climbing after code changes:
+# start-up, an import, cached answers, a status and a restart on the cache stored, which the release link places
+# together (Package.swift, daemonReleaseLinkFlags). Run it again when `scripts/bench.sh` shows the idle RSS climbing after code changes:
 # functions added since are missing from the list and land wherever the linker puts them (a stale list costs pages,
 # never correctness).
 #

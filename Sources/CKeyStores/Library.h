@@ -6,9 +6,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/// Opens the library soname into *library (it stays open for the life of the process) and resolves count symbols: names[i] into *slots[i]. On failure sets
-/// *message to a malloc'd sentence naming what is missing (or NULL without memory), and leaves nothing open and no
-/// slot set.
+/// Opens the library soname into *library (it stays open for the life of the process) and resolves count symbols:
+/// names[i] into *slots[i]. On failure sets *message to a malloc'd sentence naming what is missing (or NULL without
+/// memory), and leaves nothing open and no slot set.
 bool tb_library_open(const char *soname, const char *const *names, void **const *slots, size_t count, void **library,
                      char **message);
 
