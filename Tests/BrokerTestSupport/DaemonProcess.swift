@@ -170,6 +170,17 @@ public enum UnixSocket {
         if let failure { throw TestSetupError("send: \(failure)") }
     }
 
+    /// Writes a few bytes on the calling thread, at once: what must reach the socket before a server's clock runs
+    /// out (`send(_:_:)` first starts a thread, which a busy machine may take hundreds of milliseconds to run).
+    ///
+    /// Only for writes that fit the socket's buffer, which never block.
+    public static func sendNow(_ fd: Int32, _ bytes: [UInt8]) throws {
+        let written = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        guard written == bytes.count else {
+            throw TestSetupError("send: \(written < 0 ? String(cString: strerror(errno)) : "\(written) bytes written")")
+        }
+    }
+
     /// Reads until `count` newline-terminated lines arrived, or EOF / timeout; returns the lines and whether the peer
     /// closed.
     ///
