@@ -340,8 +340,10 @@ struct SlowReaderTests {
 
     /// Small answers the socket could not take at once (the client read none while sending) count as waiting only
     /// until the client reads them: afterwards its quiet connection ends as idle, not as a peer that does not read.
+    ///
+    /// The idle timeout leaves a busy machine time to start the threads that send and read (each is a new thread).
     @Test func smallAnswersReadLateAreNotLeftWaiting() async throws {
-        try await withTestServer(idleTimeout: .seconds(1)) { path in
+        try await withTestServer(idleTimeout: .seconds(3)) { path in
             let fd = try UnixSocket.connect(path, receiveTimeout: .seconds(10))
             defer { close(fd) }
             // 1,500 answers of about 500 bytes: more than the socket's buffer holds (about 200 KB), so the rest
