@@ -23,7 +23,7 @@ struct DurabilityTests {
         let killAfter = Duration.milliseconds(Int.random(in: 0...450))
         try await withThrowingTaskGroup { group in
             group.addTask {
-                for index in 0..<10_000 {
+                imports: for index in 0..<10_000 {
                     let person = CacheFixtures.Person(
                         oid: String(format: "00000000-0000-4000-8000-%012d", index),
                         username: "u\(index)@contoso.com",
@@ -35,9 +35,11 @@ struct DurabilityTests {
                         )
                         await acknowledged.add(person.username)
                     } catch {
-                        return
+                        break imports
                     }
                 }
+                // However the imports ended, the killer stops waiting for a first acknowledgement.
+                await acknowledged.finish()
             }
             group.addTask {
                 await acknowledged.first()
@@ -47,6 +49,7 @@ struct DurabilityTests {
             try await group.waitForAll()
         }
         let confirmed = await acknowledged.usernames
+        #expect(!confirmed.isEmpty, "no import was acknowledged before the kill: the round proved nothing")
 
         let restarted = try await DaemonProcess.start(in: directory, logName: "restart.log")
         let again = try await Broker.connect(socketPath: restarted.socketPath)
@@ -137,18 +140,29 @@ struct DurabilityTests {
 
 actor AcknowledgedImports {
     private(set) var usernames = Set<String>()
+    private var finished = false
     private var waiting: [CheckedContinuation<Void, Never>] = []
 
     func add(_ username: String) {
         usernames.insert(username)
-        for continuation in waiting { continuation.resume() }
-        waiting = []
+        wake()
     }
 
-    /// Returns once an import was acknowledged.
+    /// No more imports come (the importer stopped, by error or done).
+    func finish() {
+        finished = true
+        wake()
+    }
+
+    /// Returns once an import was acknowledged, or none will be.
     func first() async {
-        guard usernames.isEmpty else { return }
+        guard usernames.isEmpty, !finished else { return }
         await withCheckedContinuation { waiting.append($0) }
+    }
+
+    private func wake() {
+        for continuation in waiting { continuation.resume() }
+        waiting = []
     }
 }
 
