@@ -156,18 +156,7 @@ public enum UnixSocket {
     ///
     /// A peer that closed makes this throw, never raise SIGPIPE.
     public static func send(_ fd: Int32, _ bytes: [UInt8]) async throws {
-        let failure: String? = await offload {
-            var offset = 0
-            while offset < bytes.count {
-                let written = bytes[offset...].withUnsafeBytes {
-                    Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
-                }
-                guard written > 0 else { return String(cString: strerror(errno)) }
-                offset += written
-            }
-            return nil
-        }
-        if let failure { throw TestSetupError("send: \(failure)") }
+        if let failure = await offload({ blockingSend(fd, bytes) }) { throw TestSetupError("send: \(failure)") }
     }
 
     /// Writes a few bytes on the calling thread, at once: what must reach the socket before a server's clock runs
@@ -175,10 +164,20 @@ public enum UnixSocket {
     ///
     /// Only for writes that fit the socket's buffer, which never block.
     public static func sendNow(_ fd: Int32, _ bytes: [UInt8]) throws {
-        let written = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        guard written == bytes.count else {
-            throw TestSetupError("send: \(written < 0 ? String(cString: strerror(errno)) : "\(written) bytes written")")
+        if let failure = blockingSend(fd, bytes) { throw TestSetupError("send: \(failure)") }
+    }
+
+    /// Writes all of `bytes`; why not, if it could not.
+    private static func blockingSend(_ fd: Int32, _ bytes: [UInt8]) -> String? {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+            guard written > 0 else { return String(cString: strerror(errno)) }
+            offset += written
         }
+        return nil
     }
 
     /// Reads until `count` newline-terminated lines arrived, or EOF / timeout; returns the lines and whether the peer
