@@ -23,8 +23,6 @@ public final class SocketServer: Service {
     private let details: StatusDetails
     private let additionalHandlers: MethodHandlers
     private let unclaimed = UnclaimedConnections()
-    /// Set when the graceful shutdown begins: the status line says so from then on.
-    private let stopping = Atomic<Bool>(false)
 
     /// What `getStatus` reports about the daemon beyond the server's own counters.
     public struct StatusDetails: Sendable {
@@ -89,7 +87,6 @@ public final class SocketServer: Service {
             }
         } onGracefulShutdown: {
             self.logger.info("shutting down: no new connections, finishing requests in flight")
-            self.stopping.store(true, ordering: .relaxed)
             listener.channel.close(promise: nil)
         }
         // Connections accepted while the listener closed may never have reached the loop above (apple/swift-nio
@@ -172,10 +169,6 @@ public final class SocketServer: Service {
     /// One line for people (systemd's `STATUS=`): where it serves, connections, requests, accounts.
     public var statusLine: String {
         let status = status()
-        if stopping.load(ordering: .relaxed) {
-            return "Stopping: finishing \(status.requests.inFlight) requests in flight, "
-                + "\(status.connections.open) connections open"
-        }
         let how = status.activation == "systemd" ? "socket-activated" : "bound by the daemon"
         return "Serving \(status.socketPath) (\(how)): \(status.connections.open) connections open, "
             + "\(status.requests.succeeded) requests answered, \(status.requests.failed) failed; "

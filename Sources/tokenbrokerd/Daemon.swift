@@ -255,6 +255,7 @@ struct Daemon: AsyncParsableCommand {
         let listener = try listener(environment: environment)
         let bus = Broker1Service(broker: broker, enabled: !noBus, logger: logger)
         let endpoint = IdentityEndpoint(broker: broker, logger: logger)
+        let notifier = ServiceManagerNotifier()
         let server = SocketServer(
             configuration: ServerConfiguration(
                 listener: listener,
@@ -266,7 +267,7 @@ struct Daemon: AsyncParsableCommand {
             details: .init(stateDirectory: location.stateDirectory.path) { bus.status },
             logger: logger
         ) { server in
-            Systemd.notify(["READY": "1", "STATUS": server.statusLine])
+            notifier.send(["READY": "1", "STATUS": server.statusLine])
         }
         let reload: @Sendable () async -> String = {
             let file = settings.read()
@@ -279,12 +280,16 @@ struct Daemon: AsyncParsableCommand {
             return "Reloaded (log level \(levels.level)). " + server.statusLine
         }
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: WatchdogService(interval: Systemd.watchdogInterval(), clock: clock) { server.statusLine }),
+            .init(
+                service: WatchdogService(interval: Systemd.watchdogInterval(), notifier: notifier, clock: clock) {
+                    server.statusLine
+                }
+            ),
             .init(service: AuditFlushService(audit: audit, interval: .seconds(auditWindow), clock: clock)),
             .init(service: server),
             .init(service: bus),
             .init(service: endpoint),
-            .init(service: ReloadService(reload: reload)),
+            .init(service: ReloadService(notifier: notifier, reload: reload)),
         ]
         if case .activated = listener, idleExit > 0 {
             services.append(
@@ -306,7 +311,7 @@ struct Daemon: AsyncParsableCommand {
                 )
             )
         }
-        services.append(.init(service: StoppingService()))
+        services.append(.init(service: StoppingService(notifier: notifier)))
         var configuration = ServiceGroupConfiguration(
             services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],

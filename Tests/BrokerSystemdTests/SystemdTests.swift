@@ -1,8 +1,9 @@
-import BrokerSystemd
 import BrokerTestSupport
 import Foundation
 import Logging
 import Testing
+
+@testable import BrokerSystemd
 
 /// The libsystemd wrappers, against a notify socket made by the test.
 ///
@@ -23,6 +24,31 @@ import Testing
             messages == [
                 "READY=1\nSTATUS=serving now", "WATCHDOG=1", "RELOADING=1\nMONOTONIC_USEC=42", "STATUS=reloaded",
                 "STOPPING=1",
+            ]
+        )
+    }
+
+    /// The daemon's services speak concurrently; once one has said `STOPPING=1`, a status another computed says
+    /// nothing more, and neither does a late `READY=1`: only the watchdog's pings go on.
+    @Test func nothingSaysServingAfterStopping() async throws {
+        let directory = try TemporaryDirectory()
+        let socket = try NotifySocket(in: directory)
+        setenv("NOTIFY_SOCKET", socket.path, 1)
+        defer { unsetenv("NOTIFY_SOCKET") }
+        let notifier = ServiceManagerNotifier()
+        notifier.send(["READY": "1", "STATUS": "Serving: 0 connections"])
+        notifier.tick(ping: true) { "Serving: 0 connections" }  // unchanged: the ping alone
+        notifier.tick(ping: false) { "Serving: 1 connection" }
+        notifier.stopping()
+        notifier.tick(ping: true) { "Serving: 2 connections" }
+        notifier.send(["READY": "1", "STATUS": "Reloaded. Serving: 2 connections"])
+        notifier.stopping()
+        #expect(Systemd.status("end"))
+        let messages = try await socket.wait(for: "the end") { $0.last == "STATUS=end" }
+        #expect(
+            messages == [
+                "READY=1\nSTATUS=Serving: 0 connections", "WATCHDOG=1", "STATUS=Serving: 1 connection",
+                "STOPPING=1\nSTATUS=Stopping: finishing the requests in flight", "WATCHDOG=1", "STATUS=end",
             ]
         )
     }
