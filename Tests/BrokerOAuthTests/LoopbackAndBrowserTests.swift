@@ -85,10 +85,10 @@ import Testing
         await receiver.close()
     }
 
-    /// A flood is held to 16 connections at once (the 17th is closed unanswered), each closed after its request
-    /// timeout at the latest; closing the receiver closes every connection still open.
+    /// A flood is held to 16 connections at once (the 17th is closed unanswered); closing the receiver closes every
+    /// connection still open. (The request timeout is long here: none may close by itself while the test counts.)
     @Test func boundsItsConnectionsAndClosesThemAll() async throws {
-        let receiver = try await LoopbackRedirectReceiver.start { _ in .reject("no") }
+        let receiver = try await LoopbackRedirectReceiver.start(requestTimeout: .seconds(600)) { _ in .reject("no") }
         var held: [Int32] = []
         defer { for fd in held { close(fd) } }
         for _ in 0..<LoopbackRedirectReceiver.maximumConnections {
@@ -102,6 +102,17 @@ import Testing
         await receiver.close()
         #expect(receiver.openConnections == 0)
         for fd in held { #expect(await UnixSocket.isClosedByPeer(fd)) }
+    }
+
+    /// A connection that sends no request is closed after the request timeout, and its slot is free again.
+    @Test func closesAConnectionThatSendsNothing() async throws {
+        let receiver = try await LoopbackRedirectReceiver.start(requestTimeout: .milliseconds(200)) { _ in .reject("no")
+        }
+        let silent = try tcpConnect(port: receiver.port)
+        defer { close(silent) }
+        #expect(await UnixSocket.isClosedByPeer(silent))
+        try await waitUntil { receiver.openConnections == 0 }
+        await receiver.close()
     }
 
     /// A TCP connection to 127.0.0.1:`port`, with a receive timeout.
@@ -125,9 +136,9 @@ import Testing
         return fd
     }
 
-    /// Polls `condition` until it holds (10 s at most).
+    /// Polls `condition` until it holds (``eventTimeout`` at most).
     func waitUntil(_ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + eventTimeout
         while !condition() {
             guard ContinuousClock.now < deadline else { throw TestSetupError("the condition never held") }
             try await Task.sleep(for: .milliseconds(10))
@@ -260,7 +271,7 @@ import Testing
 
     /// The pid the script reported, once that process runs `program`.
     private func waitForExec(of program: String, reportedIn report: String) async throws -> Int32 {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + eventTimeout
         while ContinuousClock.now < deadline {
             let text = (try? String(contentsOfFile: report, encoding: .utf8)) ?? ""
             if let pid = text.split(separator: " ").last.flatMap({ Int32($0.split(separator: "\n")[0]) }),

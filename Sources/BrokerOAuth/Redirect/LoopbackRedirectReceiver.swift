@@ -24,7 +24,7 @@ public enum RedirectVerdict: Sendable {
 /// table (`/proc/net/tcp`), and anyone else gets 403, whatever `state` they bring. Requests to other paths get
 /// 404; redirects the judge rejects (another `state`) get 400 and the wait goes on; after the accepted one, every
 /// redirect gets 400. At most ``maximumConnections`` connections of the user are open at once, each for at most
-/// ``requestTimeout``; another user's get their 403 at once, in a pool of their own (``maximumForeignConnections``,
+/// its request timeout (10 seconds unless told); another user's get their 403 at once, in a pool of their own (``maximumForeignConnections``,
 /// closed after ``foreignTimeout``), so a flood from another user takes neither the user's slots nor the daemon's
 /// descriptors. Closing the receiver closes them all.
 public final class LoopbackRedirectReceiver: Sendable {
@@ -41,8 +41,6 @@ public final class LoopbackRedirectReceiver: Sendable {
     public static let maximumConnections = 16
     /// Connections of other users open at once, each answered 403 as it comes; more are closed unanswered.
     public static let maximumForeignConnections = 8
-    /// The longest one connection may take to send its request; then it is closed.
-    static let requestTimeout: TimeAmount = .seconds(10)
     /// How long another user's connection stays open after its 403, for its request to arrive (closing a socket
     /// with unread input resets it, and the 403 would be lost).
     static let foreignTimeout: TimeAmount = .seconds(2)
@@ -65,17 +63,24 @@ public final class LoopbackRedirectReceiver: Sendable {
     /// either).
     ///
     /// `host` is the host the redirect URI names, `127.0.0.1` or `localhost`; `port` a fixed port, or 0 for an
-    /// ephemeral one; `path` the path the redirect comes to; `judge` decides, from the full redirect URL, whether a
-    /// redirect is the sign-in's.
+    /// ephemeral one; `path` the path the redirect comes to; `requestTimeout` the longest one connection may take to
+    /// send its request (then it is closed); `judge` decides, from the full redirect URL, whether a redirect is the
+    /// sign-in's.
     public static func start(
         host: String = "127.0.0.1",
         port: Int = 0,
         path: String = "/",
+        requestTimeout: Duration = .seconds(10),
         judge: @escaping @Sendable (String) -> RedirectVerdict
     ) async throws -> LoopbackRedirectReceiver {
         let (stream, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(1))
         let path = path.isEmpty ? "/" : path
-        let state = SharedState(path: path, judge: judge, continuation: continuation)
+        let state = SharedState(
+            path: path,
+            requestTimeout: TimeAmount(requestTimeout),
+            judge: judge,
+            continuation: continuation
+        )
         var lastError: (any Error)?
         // With localhost, the same port on ::1 too; an ephemeral port taken there is tried again a few times.
         for _ in 0..<(host == "localhost" && port == 0 ? 8 : 1) {
@@ -137,7 +142,7 @@ public final class LoopbackRedirectReceiver: Sendable {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(RedirectHandler(state: state))
                     // However slowly a request comes, the connection is closed after the timeout.
-                    channel.eventLoop.scheduleTask(in: requestTimeout) { channel.close(promise: nil) }
+                    channel.eventLoop.scheduleTask(in: state.requestTimeout) { channel.close(promise: nil) }
                 }
             }
             .bind(host: host, port: port)
@@ -175,6 +180,7 @@ public final class LoopbackRedirectReceiver: Sendable {
 
     fileprivate final class SharedState: Sendable {
         let path: String
+        let requestTimeout: TimeAmount
         let judge: @Sendable (String) -> RedirectVerdict
         private let continuation: AsyncStream<String>.Continuation
         private let mutable = Mutex<Mutable>(Mutable())
@@ -190,10 +196,12 @@ public final class LoopbackRedirectReceiver: Sendable {
 
         init(
             path: String,
+            requestTimeout: TimeAmount,
             judge: @escaping @Sendable (String) -> RedirectVerdict,
             continuation: AsyncStream<String>.Continuation
         ) {
             self.path = path
+            self.requestTimeout = requestTimeout
             self.judge = judge
             self.continuation = continuation
         }
