@@ -232,7 +232,7 @@ struct SocketPathTests {
         let server = try await secondServer(path: path, directory: directory)
         try await withThrowingTaskGroup { tasks in
             tasks.addTask { try await server.run() }
-            let deadline = ContinuousClock.now + .seconds(10)
+            let deadline = ContinuousClock.now + eventTimeout
             while !UnixSocket.canConnect(path), ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(10))
             }
@@ -272,7 +272,7 @@ struct SocketDirectoryTests {
         let server = try await secondServer(path: path, directory: directory)
         try await withThrowingTaskGroup { tasks in
             tasks.addTask { try await server.run() }
-            let deadline = ContinuousClock.now + .seconds(10)
+            let deadline = ContinuousClock.now + eventTimeout
             while !UnixSocket.canConnect(path), ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(10))
             }

@@ -72,7 +72,7 @@ let statusRequest = #"{"jsonrpc":"2.0","id":1,"method":"getStatus"}"#
 /// Waits until the server answers and counts no connection but the one asking, so probes made while it
 /// started cannot take a connection slot from the test.
 func waitUntilQuiet(_ socketPath: String) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
+    let deadline = ContinuousClock.now + eventTimeout
     while ContinuousClock.now < deadline {
         if let fd = try? UnixSocket.connect(socketPath) {
             defer { close(fd) }
@@ -90,7 +90,7 @@ func waitUntilQuiet(_ socketPath: String) async throws {
 
 /// Asks over `fd` (an admitted connection) until the server counts `count` open connections.
 func waitForOpenConnections(_ count: Int, asking fd: Int32) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
+    let deadline = ContinuousClock.now + eventTimeout
     while ContinuousClock.now < deadline {
         try await UnixSocket.send(fd, Array((statusRequest + "\n").utf8))
         guard let line = await UnixSocket.readLines(fd, count: 1).lines.first else {
@@ -106,7 +106,7 @@ func waitForOpenConnections(_ count: Int, asking fd: Int32) async throws {
 
 /// A connection the server admitted (retrying while earlier connections are still being counted).
 func connectAdmitted(_ path: String) async throws -> Int32 {
-    let deadline = ContinuousClock.now + .seconds(10)
+    let deadline = ContinuousClock.now + eventTimeout
     while ContinuousClock.now < deadline {
         let fd = try UnixSocket.connect(path)
         // A refused connection may be closed before the request is sent (EPIPE): not admitted either, try again.

@@ -90,7 +90,7 @@ public final class DaemonProcess: Sendable {
         ["TOKENBROKER_SOCKET": socketPath, "XDG_CONFIG_HOME": configDirectory]
     }
 
-    private func waitUntilListening(timeout: Duration = .seconds(20)) async throws {
+    private func waitUntilListening(timeout: Duration = eventTimeout) async throws {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if UnixSocket.canConnect(socketPath) { return }
@@ -126,7 +126,7 @@ public enum UnixSocket {
     }
 
     /// A connected stream socket to `path`, with a receive timeout.
-    public static func connect(_ path: String, receiveTimeout: Duration = .seconds(10)) throws -> Int32 {
+    public static func connect(_ path: String, receiveTimeout: Duration = eventTimeout) throws -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestSetupError("socket: \(errno)") }
         var address = sockaddr_un()

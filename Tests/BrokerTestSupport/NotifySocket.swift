@@ -53,7 +53,7 @@ public final class NotifySocket: Sendable {
     /// Waits until a datagram satisfies `predicate`; returns all messages then, or throws after `timeout`.
     @discardableResult
     public func wait(
-        timeout: Duration = .seconds(20),
+        timeout: Duration = eventTimeout,
         for what: String,
         until predicate: ([String]) -> Bool
     ) async throws -> [String] {

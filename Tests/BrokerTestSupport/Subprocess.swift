@@ -85,6 +85,12 @@ public func runCommand(
     )
 }
 
+/// How long a test waits for something it expects (a server ready, a count reached, an answer) before calling it lost.
+///
+/// Long on purpose: every test of the suite starts at once on a cooperative pool as wide as the cores, so on a
+/// loaded two-core machine an event can come seconds late; only a hang should reach this.
+public let eventTimeout: Duration = .seconds(60)
+
 /// Set-up went wrong (a missing binary, a daemon that never listened): not the behaviour under test.
 public struct TestSetupError: Error, CustomStringConvertible {
     public let description: String

@@ -76,7 +76,7 @@ import Testing
             stderr: .file(log.path)
         )
         defer { activator.signal(SIGTERM) }
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + eventTimeout
         while !FileManager.default.fileExists(atPath: socketPath) && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -113,7 +113,7 @@ import Testing
             stderr: .file(log.path)
         )
         defer { activator.signal(SIGTERM) }
-        let broker = try await connectOnceListening(socketPath, before: ContinuousClock.now + .seconds(10))
+        let broker = try await connectOnceListening(socketPath, before: ContinuousClock.now + eventTimeout)
         _ = try await broker.importCache(Secret(CacheFixtures.text(CacheFixtures.msalCache())))
         let created = try await broker.createGrant(
             CreateGrantParams(
@@ -160,7 +160,7 @@ import Testing
         defer { activator.signal(SIGTERM) }
         // The first connection starts it. The file appears at bind(), a moment before listen(): until then a
         // connection is refused, and nothing starts.
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + eventTimeout
         while !UnixSocket.canConnect(first) && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
