@@ -14,10 +14,10 @@ COUNT=100000; SECONDS_PER_RUN=3; TOKEN_RUNS=200
 
 need_packages libsqlite3-dev libsystemd-dev libsecret-1-dev libtss2-dev libargon2-dev pkg-config gcc hyperfine >&2
 echo "building release binaries (static Swift runtime)" >&2
-swift build -c release --static-swift-stdlib --product tokenbrokerd >&2
-swift build -c release --static-swift-stdlib --product tokenbroker >&2
-swift build -c release --static-swift-stdlib --product tokenbroker-bench >&2
-BIN=$(swift build -c release --static-swift-stdlib --show-bin-path)
+swift build "${RELEASE_BUILD[@]}" --product tokenbrokerd >&2
+swift build "${RELEASE_BUILD[@]}" --product tokenbroker >&2
+swift build "${RELEASE_BUILD[@]}" --product tokenbroker-bench >&2
+BIN=$(swift build "${RELEASE_BUILD[@]}" --show-bin-path)
 OUT=.build-bench; mkdir -p "$OUT"; RESULTS="$OUT/results.jsonl"; : > "$RESULTS"
 cc -O2 -o "$OUT/floor_server" Benchmarks/floor/floor_server.c
 
@@ -115,7 +115,7 @@ kill "$DAEMON"; wait "$DAEMON" 2>/dev/null || true
 echo "{\"kind\":\"rss\",\"idle_kb\":$IDLE_RSS,\"loaded_10k_kb\":$LOADED_RSS,\"idle_anon_kb\":$IDLE_ANON,\"loaded_10k_anon_kb\":$LOADED_ANON,\"restarted_10k_kb\":$RESTARTED_RSS,\"restarted_10k_anon_kb\":$RESTARTED_ANON}" | tee -a "$RESULTS" >/dev/null
 
 echo "=== refresh path and single flight, against the local Entra-shaped test provider" >&2
-swift build -c release --static-swift-stdlib --product tokenbroker-test-idp >&2
+swift build "${RELEASE_BUILD[@]}" --product tokenbroker-test-idp >&2
 # Access tokens living 200 s are always inside the 5-minute margin: every silent request refreshes.
 "$BIN/tokenbroker-test-idp" --port 0 --token-lifetime 200 > "$WORK/idp.json" 2>"$WORK/idp.log" & IDP=$!
 for _ in $(seq 200); do [ -s "$WORK/idp.json" ] && break; sleep 0.02; done

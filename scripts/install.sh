@@ -84,11 +84,11 @@ if [ -z "$BINARIES" ]; then
   echo "=== build prerequisites"
   need_packages libsqlite3-dev libsystemd-dev libsecret-1-dev libtss2-dev libargon2-dev pkg-config
   echo "=== building (release, static Swift runtime; the CLI is a static executable and starts in about 1 ms)"
-  swift build -c release --static-swift-stdlib --product tokenbrokerd
+  swift build "${RELEASE_BUILD[@]}" --product tokenbrokerd
   # The linker notes that getaddrinfo and dlopen in a static executable need this machine's glibc at run time: the CLI
   # is built here for here, and talks to the broker over its Unix socket only.
-  swift build -c release --static-swift-stdlib --product tokenbroker
-  BINARIES=$(swift build -c release --static-swift-stdlib --show-bin-path)
+  swift build "${RELEASE_BUILD[@]}" --product tokenbroker
+  BINARIES=$(swift build "${RELEASE_BUILD[@]}" --show-bin-path)
 fi
 
 echo "=== installing into $BIN_DIR"

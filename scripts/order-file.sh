@@ -12,9 +12,9 @@ source scripts/lib.sh
 
 need_packages gcc binutils >&2
 for product in tokenbrokerd tokenbroker tokenbroker-bench; do
-  swift build -c release --static-swift-stdlib --product "$product" >&2
+  swift build "${RELEASE_BUILD[@]}" --product "$product" >&2
 done
-BIN=$(swift build -c release --static-swift-stdlib --show-bin-path)
+BIN=$(swift build "${RELEASE_BUILD[@]}" --show-bin-path)
 WORK=$(mktemp -d); chmod 700 "$WORK"; TRACER=""
 # The daemon is the tracer's child (a background job's SIGINT is ignored, so it gets SIGTERM).
 stop_daemon() { pkill -TERM -P "$TRACER" 2>/dev/null || true; }
