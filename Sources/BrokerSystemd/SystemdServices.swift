@@ -6,8 +6,9 @@ import UnixSignals
 
 /// The daemon's one voice to the service manager.
 ///
-/// The services that speak run concurrently, and the one that hears of a shutdown first is not the one that pings: once `STOPPING=1` is said, nothing after it says the daemon is
-/// ready or serving (a status computed a moment before, sent a moment after, would).
+/// The services that speak run concurrently, and the one that hears of a shutdown first is not the one that pings:
+/// once `STOPPING=1` is said, nothing after it says the daemon is ready or serving (a status computed a moment
+/// before, sent a moment after, would).
 public final class ServiceManagerNotifier: Sendable {
     private let state = Mutex<(stopping: Bool, lastStatus: String)>((false, ""))
 

@@ -106,8 +106,8 @@ import Testing
 
     /// A connection that sends no request is closed after the request timeout, and its slot is free again.
     @Test func closesAConnectionThatSendsNothing() async throws {
-        let receiver = try await LoopbackRedirectReceiver.start(requestTimeout: .milliseconds(200)) { _ in .reject("no")
-        }
+        let rejectAll: @Sendable (String) -> RedirectVerdict = { _ in .reject("no") }
+        let receiver = try await LoopbackRedirectReceiver.start(requestTimeout: .milliseconds(200), judge: rejectAll)
         let silent = try tcpConnect(port: receiver.port)
         defer { close(silent) }
         #expect(await UnixSocket.isClosedByPeer(silent))

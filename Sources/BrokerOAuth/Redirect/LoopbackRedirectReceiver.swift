@@ -24,9 +24,9 @@ public enum RedirectVerdict: Sendable {
 /// table (`/proc/net/tcp`), and anyone else gets 403, whatever `state` they bring. Requests to other paths get
 /// 404; redirects the judge rejects (another `state`) get 400 and the wait goes on; after the accepted one, every
 /// redirect gets 400. At most ``maximumConnections`` connections of the user are open at once, each for at most
-/// its request timeout (10 seconds unless told); another user's get their 403 at once, in a pool of their own (``maximumForeignConnections``,
-/// closed after ``foreignTimeout``), so a flood from another user takes neither the user's slots nor the daemon's
-/// descriptors. Closing the receiver closes them all.
+/// its request timeout (10 seconds unless told); another user's get their 403 at once, in a pool of their own
+/// (``maximumForeignConnections``, closed after ``foreignTimeout``), so a flood from another user takes neither the
+/// user's slots nor the daemon's descriptors. Closing the receiver closes them all.
 public final class LoopbackRedirectReceiver: Sendable {
     /// The port the listener got.
     public let port: Int
