@@ -372,9 +372,9 @@ struct Import: AsyncParsableCommand {
 
     func run() async throws {
         let data: Data
-        switch Files.read(file == "-" ? nil : file) {
-        case .success(let bytes): data = Data(bytes)
-        case .failure(let reason):
+        switch Files.contents(file == "-" ? nil : file) {
+        case .read(let bytes): data = Data(bytes)
+        case .unreadable(let reason):
             Output.error("cannot read \(file): \(reason)")
             throw ExitCode(66)
         }

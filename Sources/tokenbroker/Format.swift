@@ -88,19 +88,19 @@ extension Failure {
 }
 
 enum Files {
-    /// The bytes of the file at `path` (stdin when nil), or why they cannot be read.
-    static func read(_ path: String?) -> Result<[UInt8], FileError> {
-        let read = contents(path)
-        guard let bytes = read.bytes else { return .failure(FileError(read.failure ?? "cannot be read")) }
-        return .success(bytes)
+    /// A file's bytes, or why they cannot be read.
+    ///
+    /// Not a `Result`: a `Result` of an error type of ours is a generic type whose first use has the runtime check the
+    /// error's conformance through every conformance record, on the start-up path of the credential helpers.
+    enum Contents {
+        case read([UInt8])
+        case unreadable(String)
     }
 
-    /// The bytes of the file at `path` (stdin when nil), or nil and why not: as ``read(_:)`` without its `Result`,
-    /// for the start-up path (a `Result` of an error type of ours is a generic type whose first use has the runtime
-    /// check the error's conformance through every conformance record).
-    static func contents(_ path: String?) -> (bytes: [UInt8]?, failure: String?) {
+    /// The bytes of the file at `path` (stdin when nil), or why they cannot be read.
+    static func contents(_ path: String?) -> Contents {
         let fd = path.map { open($0, O_RDONLY | O_CLOEXEC) } ?? 0
-        guard fd >= 0 else { return (nil, String(cString: strerror(errno))) }
+        guard fd >= 0 else { return .unreadable(String(cString: strerror(errno))) }
         defer { if path != nil { close(fd) } }
         var bytes: [UInt8] = []
         // Uninitialized, as BlockingConnection's: a short input touches a page or two of it.
@@ -108,19 +108,11 @@ enum Files {
         defer { chunk.deallocate() }
         while true {
             let count = Glibc.read(fd, chunk.baseAddress, chunk.count)
-            if count == 0 { return (bytes, nil) }
-            guard count > 0 else { return (nil, String(cString: strerror(errno))) }
+            if count == 0 { return .read(bytes) }
+            guard count > 0 else { return .unreadable(String(cString: strerror(errno))) }
             bytes += chunk[0..<count]
             // Larger than any export: stop reading, the caller refuses it.
-            if bytes.count > WireProtocol.maximumResponseBytes { return (bytes, nil) }
-        }
-    }
-
-    struct FileError: Error, CustomStringConvertible {
-        let description: String
-
-        init(_ description: String) {
-            self.description = description
+            if bytes.count > WireProtocol.maximumResponseBytes { return .read(bytes) }
         }
     }
 
