@@ -241,6 +241,11 @@ let package = Package(
         ),
         .testTarget(name: "BrokerProtocolTests", dependencies: ["BrokerProtocol"], swiftSettings: swiftSettings),
         .testTarget(
+            name: "BrokerTimeTests",
+            dependencies: ["BrokerTime", "BrokerTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "BrokerSettingsTests",
             dependencies: ["BrokerSettings", "BrokerTestSupport"],
             swiftSettings: swiftSettings

@@ -19,6 +19,8 @@ public final class TokenCache: Sendable {
     private let failures = Mutex<WriteFailures>(WriteFailures())
     private let changeCount = Atomic<UInt64>(0)
     private let recentSecrets = Mutex(RecentSecrets())
+    /// Reads of one token's secret at the same time (the first answers after a restart): one.
+    private let secretReads = SingleFlight<EntryID, Secret?, any Error>()
     private let logger: Logger?
     private let clock: any BrokerClock
 
@@ -87,42 +89,82 @@ public final class TokenCache: Sendable {
         changeCount.load(ordering: .acquiring)
     }
 
-    /// The secret of `token` (an access token read from the contents): its own, or the store's when the contents
-    /// leave it there; nil when the store no longer holds the token (a commit replaced or removed it since it was read).
+    /// The secret of `token` (an access token read from the contents) when memory holds it.
     ///
-    /// Safe on an event loop: see ``TokenStore/secrets(of:)``.
-    public func secret(of token: AccessToken) throws -> Secret? {
+    /// Its own, or one read from the store in this generation of the contents; nil when only the store has it (ask
+    /// ``secret(of:)``).
+    ///
+    /// Never waits: safe on an event loop.
+    public func secretInMemory(of token: AccessToken) -> Secret? {
         guard token.secret.isEmpty else { return token.secret }
-        let id = token.id
         let generation = self.generation
-        if let secret = recentSecrets.withLock({ $0.generation == generation ? $0.secrets[id] : nil }) {
+        return recentSecrets.withLock { $0.generation == generation ? $0.secrets[token.id] : nil }
+    }
+
+    /// The secret of `token` (an access token read from the contents): from memory (``secretInMemory(of:)``), else
+    /// read from the store on its reader's queue, off the caller's thread; nil when the store no longer holds the
+    /// token (a commit replaced or removed it since it was read).
+    public func secret(of token: AccessToken) async throws -> Secret? {
+        if let secret = secretInMemory(of: token) { return secret }
+        let id = token.id
+        return try await secretReads.run(id) {
+            let generation = self.generation
+            guard let secret = try await self.store.secrets(of: [id])[id] else { return nil }
+            // Remembered before the readers sharing this read are let go, so that none after them reads again.
+            self.recentSecrets.withLock { recent in
+                // Kept only for the generation it was read in: a commit since may have replaced it.
+                guard self.generation == generation else { return }
+                if recent.generation != generation || recent.secrets.count >= RecentSecrets.capacity {
+                    recent = RecentSecrets(generation: generation)
+                }
+                recent.secrets[id] = secret
+            }
             return secret
         }
-        guard let secret = try store.secrets(of: [id])[id] else { return nil }
+    }
+
+    /// The secrets remembered for the generation before `generation` that `changes` left alone, and those of the
+    /// access tokens it wrote, remembered for `generation`: a commit (a refresh of one token) does not send the next
+    /// answers for every other token to the store, and the token just written is answered from memory.
+    ///
+    /// Called in commit order, right after the contents changed.
+    private func carrySecrets(over changes: CacheChanges, to generation: UInt64) {
         recentSecrets.withLock { recent in
-            // Kept only for the generation it was read in: a commit since may have replaced it.
-            guard self.generation == generation else { return }
-            if recent.generation != generation || recent.secrets.count >= RecentSecrets.capacity {
-                recent = RecentSecrets(generation: generation)
+            var secrets = recent.generation == generation - 1 ? recent.secrets : [:]
+            for id in changes.deletions { secrets[id] = nil }
+            for entry in changes.upserts {
+                guard case .accessToken(let token) = entry else { continue }
+                secrets[token.id] = token.secret.isEmpty ? nil : token.secret
             }
-            recent.secrets[id] = secret
+            if secrets.count > RecentSecrets.capacity { secrets = [:] }
+            recent = RecentSecrets(generation: generation, secrets: secrets)
         }
-        return secret
     }
 
     /// Every entry, sorted by id, with the access tokens' secrets: for an export.
     ///
-    /// The secrets the contents leave in the store are read from it (every such row: run it off the event loops).
-    /// A token a commit removed between the two reads is left out; one it replaced has the new token's secret.
-    public func allEntriesWithSecrets() throws -> [CacheEntry] {
+    /// The secrets the contents leave in the store are read from it, on its reader's queue. A token a commit
+    /// removed between the two reads is left out; one it replaced has the new token's secret.
+    public func allEntriesWithSecrets() async throws -> [CacheEntry] {
         let entries = read { $0.allEntries }
+        return Self.filling(entries, with: try await storedSecrets(for: entries))
+    }
+
+    /// The secrets the store holds for those of `entries` that are access tokens without theirs (read on the
+    /// store's reader queue), to be put in by ``filling(_:with:)``.
+    public func storedSecrets(for entries: [CacheEntry]) async throws -> [EntryID: Secret] {
         let ids = entries.compactMap { entry -> EntryID? in
             guard case .accessToken(let token) = entry, token.secret.isEmpty else { return nil }
             return token.id
         }
-        guard !ids.isEmpty else { return entries }
-        let secrets = try store.secrets(of: ids)
-        return entries.compactMap { entry in
+        guard !ids.isEmpty else { return [:] }
+        return try await store.secrets(of: ids)
+    }
+
+    /// `entries` with the access tokens' `secrets` put in; an access token without a secret and none in `secrets`
+    /// (a commit removed it meanwhile) left out.
+    public static func filling(_ entries: [CacheEntry], with secrets: [EntryID: Secret]) -> [CacheEntry] {
+        entries.compactMap { entry in
             guard case .accessToken(var token) = entry, token.secret.isEmpty else { return entry }
             guard let secret = secrets[token.id] else { return nil }
             token.secret = secret
@@ -134,10 +176,11 @@ public final class TokenCache: Sendable {
     public func commit(_ changes: CacheChanges) async throws {
         do {
             try await store.commit(changes) {
-                self.contents.write {
-                    $0.apply(changes)
-                    self.changeCount.add(1, ordering: .releasing)
+                let generation = self.contents.write { contents -> UInt64 in
+                    contents.apply(changes)
+                    return self.changeCount.add(1, ordering: .releasing).newValue
                 }
+                self.carrySecrets(over: changes, to: generation)
             }
             if changes.upserts.count + changes.deletions.count >= FreeMemory.bulk { FreeMemory.release() }
         } catch {

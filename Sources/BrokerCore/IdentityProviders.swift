@@ -38,7 +38,7 @@ struct IdentityProviders: Sendable {
         now: Int64
     ) async throws(IDTokenError) -> [String: JSONValue]? {
         guard let idToken = response.idToken else { return nil }
-        let keys = await directory.signingKeys(for: metadata)
+        let keys = directory.signingKeys(for: metadata)
         let validator = IDTokenValidator(metadata: metadata, clientId: clientId)
         return try await validator.validate(idToken, nonce: nonce, now: now, keys: keys).claims
     }

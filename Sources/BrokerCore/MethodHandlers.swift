@@ -77,7 +77,7 @@ extension TokenBroker {
         }
         onCache(Methods.GetAccounts.self) { params, _ throws(BrokerFailure) in .now(try self.accounts(params)) }
         onCache(Methods.GetAccount.self) { params, _ throws(BrokerFailure) in .now(try self.account(params)) }
-        if let status { handlers.on(Methods.GetStatus.self) { _, _ in .now(status()) } }
+        if let status { handlers.on(Methods.GetStatus.self, afterRetryingLockedCache { status() }) }
         onCache(Methods.AcquireTokenSilently.self) { params, caller throws(BrokerFailure) in
             try self.answerSilently(params, caller: caller)
         }
@@ -104,7 +104,7 @@ extension TokenBroker {
         onCache(Methods.DiscardAccessToken.self) { params, caller in
             .later { _ throws(BrokerFailure) in try await self.discardAccessToken(params, caller: caller) }
         }
-        handlers.on(Methods.GetKeyStatus.self) { _, _ in .now(self.keyStatus) }
+        handlers.on(Methods.GetKeyStatus.self, afterRetryingLockedCache { self.keyStatus })
         handlers.on(Methods.UnlockCache.self) { params, caller in
             .later { _ throws(BrokerFailure) in try await self.unlockCache(params, caller: caller) }
         }
@@ -112,6 +112,20 @@ extension TokenBroker {
             .later { _ throws(BrokerFailure) in try await self.moveCacheKey(params, caller: caller) }
         }
         return handlers
+    }
+
+    /// A status: now, or while the cache is locked, after one more try of its key store (when due), so that a keyring
+    /// unlocked since shows as such.
+    func afterRetryingLockedCache<Params: Sendable, Result: Sendable>(
+        _ status: @escaping @Sendable () -> Result
+    ) -> @Sendable (Params, Caller) throws(BrokerFailure) -> Answer<Result> {
+        { _, _ in
+            guard self.vault.cache == nil else { return .now(status()) }
+            return .later { _ in
+                await self.retryLockedCache()
+                return status()
+            }
+        }
     }
 
     /// `answer`, or while the cache is locked, one more try of its key store (when due) before it.

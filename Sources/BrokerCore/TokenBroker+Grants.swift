@@ -173,7 +173,7 @@ extension TokenBroker {
         }
         var found: AccessToken?
         for candidate in try cache.read({ contents in contents.accessTokens(holding: token) })
-        where try secret(of: candidate) == token {
+        where try await secret(of: candidate) == token {
             found = candidate
             break
         }

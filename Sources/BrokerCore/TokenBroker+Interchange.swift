@@ -62,11 +62,18 @@ extension TokenBroker {
     {
         let format = params.format ?? .msal
         let cache = try cache
-        // Serializing the whole cache (up to 64 MiB) is heavy: off the loops, with the access tokens' secrets the
-        // contents leave in the store read from it.
+        // Copying and serializing the whole cache (up to 64 MiB) is heavy: off the loops, with the access tokens'
+        // secrets the contents leave in the store read from it (on its own reader queue).
+        let entries = await HeavyWork.run { cache.read { $0.allEntries } }
+        let secrets: [EntryID: Secret]
+        do {
+            secrets = try await cache.storedSecrets(for: entries)
+        } catch {
+            throw BrokerFailure(.internalError, "the cache could not be read", underlying: error)
+        }
         let (data, counts) = try await HeavyWork.run { () throws(BrokerFailure) -> (Data, EntryCounts) in
             do {
-                let contents = CacheContents(try cache.allEntriesWithSecrets())
+                let contents = CacheContents(TokenCache.filling(entries, with: secrets))
                 switch format {
                 case .msal:
                     let entries = CacheExport.entries(of: contents, clientId: params.clientId)

@@ -1,6 +1,7 @@
 import BrokerCache
 import BrokerOAuth
 import BrokerProtocol
+import BrokerTime
 import Foundation
 import Logging
 
@@ -69,7 +70,7 @@ extension TokenBroker {
         do {
             metadata = try await identityProviders.metadata(for: request.authority, correlationId: correlationId)
         } catch {
-            return try fallback(found, request: request, failure: error, correlationId: correlationId)
+            return try await fallback(found, request: request, failure: error, correlationId: correlationId)
         }
         let context = IssueContext(
             clientId: request.clientId,
@@ -112,7 +113,7 @@ extension TokenBroker {
                         details: failure.details
                     )
                 case .unavailable, .throttled, .invalidResponse, .canceled, .expired:
-                    return try fallback(found, request: request, failure: failure, correlationId: correlationId)
+                    return try await fallback(found, request: request, failure: failure, correlationId: correlationId)
                 case .rejected, .invalidRequest:
                     throw failure
                 }
@@ -213,8 +214,10 @@ extension TokenBroker {
         request: SilentRequest,
         failure: BrokerFailure,
         correlationId: String
-    ) throws(BrokerFailure) -> TokenResult {
-        guard !request.bypassesCache, var fallback = found.fallback, let secret = try secret(of: fallback.token) else {
+    ) async throws(BrokerFailure) -> TokenResult {
+        guard !request.bypassesCache, var fallback = found.fallback,
+            let secret = try await secret(of: fallback.token)
+        else {
             throw failure
         }
         fallback.token.secret = secret

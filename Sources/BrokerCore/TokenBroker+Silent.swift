@@ -1,6 +1,7 @@
 import BrokerCache
 import BrokerOAuth
 public import BrokerProtocol
+import BrokerTime
 import Foundation
 
 extension TokenBroker {
@@ -21,25 +22,38 @@ extension TokenBroker {
             (try request.lookUp(in: contents, now: now), cache.generation)
         }
         let correlationId = params.correlationId ?? UUID.random().uuidString
-        // A token whose secret the contents left in the store is read from it (once: the answer is remembered); one
-        // a commit replaced or removed since the lookup goes the way of a miss.
-        if var token = found.accessToken, found.freshness == .fresh, !request.bypassesCache,
-            let secret = try secret(of: token)
-        {
+        guard let token = found.accessToken, found.freshness == .fresh, !request.bypassesCache else {
+            return .later { _ throws(BrokerFailure) in
+                try await self.refreshed(request, found: found, correlationId: correlationId, caller: caller)
+            }
+        }
+        if let secret = cache.secretInMemory(of: token) {
+            var token = token
             token.secret = secret
             let result = issue(token, from: found, request: request, correlationId: correlationId, caller: caller)
             remember(result, for: params.authParameters, seconds: found.answerHolds, generation: generation)
             return .now(result)
         }
+        // A token whose secret the contents left in the store: read from it off the event loop (once a generation:
+        // the answer and the secret are remembered). One a commit replaced or removed since the lookup goes the way
+        // of a miss.
         return .later { _ throws(BrokerFailure) in
-            try await self.refreshed(request, found: found, correlationId: correlationId, caller: caller)
+            guard let secret = try await self.secret(of: token) else {
+                return try await self.refreshed(request, found: found, correlationId: correlationId, caller: caller)
+            }
+            var token = token
+            token.secret = secret
+            let result = self.issue(token, from: found, request: request, correlationId: correlationId, caller: caller)
+            self.remember(result, for: params.authParameters, seconds: found.answerHolds, generation: generation)
+            return result
         }
     }
 
-    /// The secret of an access token from the cache's contents (see ``TokenCache/secret(of:)``); nil when it is gone.
-    func secret(of token: AccessToken) throws(BrokerFailure) -> Secret? {
+    /// The secret of an access token from the cache's contents (see ``TokenCache/secret(of:)``), read from the store
+    /// off the caller's thread when memory does not hold it; nil when it is gone.
+    func secret(of token: AccessToken) async throws(BrokerFailure) -> Secret? {
         do {
-            return try cache.secret(of: token)
+            return try await cache.secret(of: token)
         } catch {
             throw BrokerFailure(.internalError, "the cache could not be read", underlying: error)
         }

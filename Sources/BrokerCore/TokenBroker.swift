@@ -106,8 +106,8 @@ public final class TokenBroker: Sendable {
     }
 
     /// Forgets what was learnt from identity providers (discovery documents, signing keys): a reload.
-    public func forgetProviderMetadata() async {
-        await identityProviders.directory.forgetAll()
+    public func forgetProviderMetadata() {
+        identityProviders.directory.forgetAll()
     }
 
     /// The open cache; `cache_locked`, saying why and what to do, while its key cannot be had.

@@ -59,11 +59,12 @@ public struct Broker1Translator: Sendable {
                 )
             )
         }
-        guard correlationId.utf8.count <= WireProtocol.maximumCorrelationIdBytes else {
+        guard WireProtocol.isValidCorrelationId(correlationId) else {
             return .now(
                 Self.error(
                     .apiContractViolation,
-                    "the correlation id is longer than \(WireProtocol.maximumCorrelationIdBytes) bytes",
+                    "the correlation id must be at most \(WireProtocol.maximumCorrelationIdBytes) bytes without a "
+                        + "control character",
                     code: .invalidParams
                 )
             )

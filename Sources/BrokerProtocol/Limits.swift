@@ -18,8 +18,27 @@ public enum WireProtocol {
     /// logs and `getStatus`, so it is bounded.
     public static let maximumCorrelationIdBytes = 256
 
+    /// Whether `id` may be a `correlationId`.
+    ///
+    /// At most ``maximumCorrelationIdBytes`` of UTF-8 without a control character (C0, DEL, C1, the line and paragraph
+    /// separators): it travels in an HTTP header to the identity provider (`client-request-id`) and into log lines,
+    /// where a control character would break the one and forge the other.
+    public static func isValidCorrelationId(_ id: String) -> Bool {
+        guard id.utf8.count <= maximumCorrelationIdBytes else { return false }
+        return !id.unicodeScalars.contains { scalar in
+            scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028
+                || scalar.value == 0x2029
+        }
+    }
+
     /// The longest string request `id` accepted, in UTF-8 bytes.
     public static let maximumStringIdBytes = 256
+
+    /// The most requests a connection may have in flight (sent, not yet answered).
+    ///
+    /// One more is answered `broker_busy` and not executed. A client that multiplexes calls keeps to it (the Swift
+    /// client makes the others wait for an answer).
+    public static let maximumRequestsInFlight = 32
 
     /// Parses the major part of a version string `major.minor` (such as `1.2`: decimal numbers without leading
     /// zeros, as the schema's pattern says); nil for anything else (`1`, `01.0`, `1.0.0`, `1.x`).

@@ -1,3 +1,5 @@
+public import BrokerProtocol
+
 /// The server's socket and limits.
 public struct ServerConfiguration: Sendable {
     /// Where the listening socket comes from.
@@ -22,7 +24,7 @@ public struct ServerConfiguration: Sendable {
     public init(
         listener: Listener,
         maximumConnections: Int = 256,
-        maximumRequestsPerConnection: Int = 32,
+        maximumRequestsPerConnection: Int = WireProtocol.maximumRequestsInFlight,
         idleTimeout: Duration = .seconds(120),
         maximumFrameBytes: Int = 1 << 20,
         frameDeadline: Duration = .seconds(30),

@@ -71,10 +71,10 @@ public struct LevelControlled<Handler: LogHandler>: LogHandler {
         set { control.level = newValue }
     }
 
-    /// The wrapped handler's metadata.
+    /// The wrapped handler's metadata, cleaned as it is set (a logger's metadata may hold a client's value too).
     public var metadata: Logger.Metadata {
         get { handler.metadata }
-        set { handler.metadata = newValue }
+        set { handler.metadata = LogSanitizer.clean(newValue) }
     }
 
     /// The wrapped handler's metadata provider.
@@ -83,10 +83,10 @@ public struct LevelControlled<Handler: LogHandler>: LogHandler {
         set { handler.metadataProvider = newValue }
     }
 
-    /// A metadata value of the wrapped handler.
+    /// A metadata value of the wrapped handler, cleaned as it is set.
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { handler[metadataKey: key] }
-        set { handler[metadataKey: key] = newValue }
+        set { handler[metadataKey: key] = newValue.map(LogSanitizer.clean) }
     }
 
     /// Cleans the message and the event's metadata, then hands the event on.

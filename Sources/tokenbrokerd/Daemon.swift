@@ -269,21 +269,29 @@ struct Daemon: AsyncParsableCommand {
         ) { server in
             notifier.send(["READY": "1", "STATUS": server.statusLine])
         }
+        // What the last reload did stays in the status (systemctl status shows that it took effect, and with which
+        // log level) instead of being replaced by the next watchdog tick's.
+        let reloaded = Mutex<String>("")
+        let statusLine: @Sendable () -> String = { server.statusLine + reloaded.withLock { $0 } }
         let reload: @Sendable () async -> String = {
             let file = settings.read()
             levels.level = effectiveLevel(file: file, environment: environment)
-            await broker.forgetProviderMetadata()
+            broker.forgetProviderMetadata()
             for problem in file.problems {
                 logger.warning("configuration file: \(problem)", metadata: ["file": "\(settings.url.path)"])
             }
             logger.notice("reloaded", metadata: ["log_level": "\(levels.level)"])
-            return "Reloaded (log level \(levels.level)). " + server.statusLine
+            reloaded.withLock { $0 = "; reloaded (log level \(levels.level))" }
+            return statusLine()
         }
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(
-                service: WatchdogService(interval: Systemd.watchdogInterval(), notifier: notifier, clock: clock) {
-                    server.statusLine
-                }
+                service: WatchdogService(
+                    interval: Systemd.watchdogInterval(),
+                    notifier: notifier,
+                    clock: clock,
+                    statusLine: statusLine
+                )
             ),
             .init(service: AuditFlushService(audit: audit, interval: .seconds(auditWindow), clock: clock)),
             .init(service: server),

@@ -132,9 +132,61 @@ struct KeyVaultTests {
         } catch {
             #expect(error.retryAfter == 1)
         }
-        clock.advance(by: .seconds(1))
+        // Each wrong one doubles the wait: 1, 2, 4 … seconds.
+        for wait in [1, 2, 4] {
+            clock.advance(by: .seconds(wait))
+            do {
+                _ = try await vault.unlock(passphrase: Passphrase("wrong"))
+                Issue.record("a wrong passphrase opened the cache")
+            } catch {
+                #expect(error.problem == .wrongPassphrase && error.retryAfter == nil)
+            }
+            do {
+                _ = try await vault.unlock(passphrase: Passphrase("right"))
+                Issue.record("a passphrase was tried within the wait")
+            } catch {
+                #expect(error.retryAfter == wait * 2)
+            }
+        }
+        clock.advance(by: .seconds(8))
         #expect(try await vault.unlock(passphrase: Passphrase("right")))
-        #expect(Set(try vault.cache?.allEntriesWithSecrets() ?? []) == Set(written))
+        #expect(Set(try await vault.cache?.allEntriesWithSecrets() ?? []) == Set(written))
         #expect(vault.status.store == "passphrase" && !vault.status.locked)
+    }
+
+    /// Passphrases sent at once (a script guessing in parallel) are not tried side by side: one is, the others are
+    /// told to wait, so the back-off bounds the guesses whatever the number of connections.
+    @Test func passphrasesSentAtOnceAreTriedOneAtATime() async throws {
+        let directory = try TemporaryDirectory()
+        let (location, _) = try await legacyCache(in: directory)
+        let keys = KeyVault(location: location, order: [.file])
+        let current = try keys.open(passphrase: nil)
+        _ = try keys.move(
+            current.key,
+            from: current.record,
+            to: .passphrase,
+            passphrase: Passphrase("right"),
+            chosen: true
+        )
+        let vault = CacheVault(keys: keys, logger: Logger(label: "test"), clock: TestClock())
+        #expect(await vault.open() == false)
+        let outcomes = await withTaskGroup(of: KeyUnavailable?.self) { group in
+            for guess in 0..<8 {
+                group.addTask { () -> KeyUnavailable? in
+                    do throws(KeyUnavailable) {
+                        _ = try await vault.unlock(passphrase: Passphrase("guess \(guess)"))
+                        return nil
+                    } catch {
+                        return error
+                    }
+                }
+            }
+            return await group.reduce(into: [KeyUnavailable?]()) { $0.append($1) }
+        }
+        let tried = outcomes.filter { $0?.problem == .wrongPassphrase && $0?.retryAfter == nil }
+        let toldToWait = outcomes.filter { $0?.retryAfter != nil }
+        #expect(tried.count == 1, "\(outcomes)")
+        #expect(toldToWait.count == 7, "\(outcomes)")
+        #expect(vault.cache == nil)
     }
 }

@@ -22,7 +22,7 @@ struct SQLiteTokenStoreTests {
             try await cache.commit(CacheChanges(upserts: written))
         }
         let reopened = try await TokenCache(store: try location.openStore())
-        #expect(Set(try reopened.allEntriesWithSecrets()) == Set(written))
+        #expect(Set(try await reopened.allEntriesWithSecrets()) == Set(written))
         // In memory, the access tokens are there without their secrets, which the store keeps.
         let inMemory = reopened.read { $0.accessTokens.values.map(\.self) }
         #expect(inMemory.count == 2 && inMemory.allSatisfy { $0.secret.isEmpty })
@@ -31,7 +31,7 @@ struct SQLiteTokenStoreTests {
                 Issue.record("an access token that was not written")
                 continue
             }
-            #expect(try reopened.secret(of: token) == stored.secret)
+            #expect(try await reopened.secret(of: token) == stored.secret)
         }
         #expect(reopened.damaged.isEmpty)
         let queue = try DatabaseQueue(path: location.databaseURL.path)
@@ -53,26 +53,26 @@ struct SQLiteTokenStoreTests {
         let written = try entries()
         let cache = try await TokenCache(store: try location.openStore())
         try await cache.commit(CacheChanges(upserts: written))
-        let before = try cache.allEntriesWithSecrets()
+        let before = try await cache.allEntriesWithSecrets()
         var token = try #require(cache.read { $0.accessTokens.values.first })
         #expect(token.secret.isEmpty)
         token.expiresOn += 60
         await #expect(throws: CacheError.self) { try await cache.commit(CacheChanges(upserts: [.accessToken(token)])) }
-        #expect(try cache.allEntriesWithSecrets() == before)
+        #expect(try await cache.allEntriesWithSecrets() == before)
         let reopened = try await TokenCache(store: try location.openStore())
-        #expect(try reopened.allEntriesWithSecrets() == before)
+        #expect(try await reopened.allEntriesWithSecrets() == before)
 
         // A secret read is kept for the generation it was read in: a token replaced since gives its new secret.
-        let first = try #require(try cache.secret(of: token))
+        let first = try #require(try await cache.secret(of: token))
         var replacement = token
         replacement.secret = Secret(first.reveal() + "-rotated")
         try await cache.commit(CacheChanges(upserts: [.accessToken(replacement)]))
         let replaced = try #require(cache.read { $0.accessTokens[token.id.key] })
-        #expect(try cache.secret(of: replaced) == replacement.secret)
+        #expect(try await cache.secret(of: replaced) == replacement.secret)
 
         try await cache.commit(CacheChanges(deletions: [token.id]))
-        #expect(try cache.secret(of: token) == nil)
-        #expect(try cache.allEntriesWithSecrets().count == before.count - 1)
+        #expect(try await cache.secret(of: token) == nil)
+        #expect(try await cache.allEntriesWithSecrets().count == before.count - 1)
     }
 
     /// Every commit is synced before it is acknowledged: the writer runs with `synchronous = FULL`, which GRDB's

@@ -48,6 +48,8 @@ struct GrantTests {
         #expect(fixture.broker.grants.holder(of: secret.reveal()) == grant)
         #expect(fixture.broker.grants.holder(of: secret.reveal() + "x") == nil)
         #expect(fixture.broker.grants.holder(of: "") == nil)
+        // A first answer reads the token's secret from the store (off the event loop); from then on it is in memory.
+        let cached = try await fixture.silent()
         for resource in [graph, graph + "/"] {
             let caller = Caller(pid: 0, uid: 0, gid: 0, executable: nil, via: .endpoint, grant: grant.label)
             guard
@@ -61,7 +63,7 @@ struct GrantTests {
                 Issue.record("a cached token was not answered at once")
                 return
             }
-            #expect(result.brokerTokenResponse.accessToken == (try await fixture.silent()).accessToken)
+            #expect(result.brokerTokenResponse.accessToken == cached.accessToken)
         }
         await fixture.broker.audit.written()
         let audit = fixture.logs.lines(containing: "token issued").joined()

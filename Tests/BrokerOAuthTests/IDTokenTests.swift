@@ -20,7 +20,7 @@ import Testing
     func keys(_ signers: [TestSigner], metadata: ProviderMetadata) async -> (SigningKeys?, ScriptedTransport) {
         let transport = ScriptedTransport([ScriptedTransport.json(200, ["keys": signers.map(\.jwk)])])
         let directory = ProviderDirectory(transport: transport)
-        return (await directory.signingKeys(for: metadata), transport)
+        return (directory.signingKeys(for: metadata), transport)
     }
 
     func validate(
@@ -102,7 +102,7 @@ import Testing
             ScriptedTransport.json(200, ["keys": [old.jwk]]),
             ScriptedTransport.json(200, ["keys": [old.jwk, new.jwk]]),
         ])
-        let keys = await ProviderDirectory(transport: transport).signingKeys(for: metadata)
+        let keys = ProviderDirectory(transport: transport).signingKeys(for: metadata)
         let validator = IDTokenValidator(metadata: metadata, clientId: "client-x")
         _ = try await validator.validate(Secret(try old.sign(claims())), nonce: nil, now: now, keys: keys)
         #expect(transport.sent.count == 1)
@@ -114,6 +114,23 @@ import Testing
             _ = try await validator.validate(Secret(try stranger.sign(claims())), nonce: nil, now: now, keys: keys)
         }
         #expect(transport.sent.count == 2)
+    }
+
+    /// Sign-ins and refreshes that validate id tokens at once, before the keys are known, share one JWKS fetch.
+    @Test func concurrentValidationsShareOneKeyFetch() async throws {
+        let signer = try TestSigner.rsa()
+        let metadata = ProviderMetadata.test()
+        let (keys, transport) = await keys([signer], metadata: metadata)
+        let validator = IDTokenValidator(metadata: metadata, clientId: "client-x")
+        let token = Secret(try signer.sign(claims()))
+        let now = self.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<20 {
+                group.addTask { _ = try await validator.validate(token, nonce: nil, now: now, keys: keys) }
+            }
+            try await group.waitForAll()
+        }
+        #expect(transport.sent.count == 1)
     }
 
     @Test func trustsTheConnectionWhenTheProviderPublishesNoKeys() async throws {

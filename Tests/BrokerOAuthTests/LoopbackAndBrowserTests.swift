@@ -94,7 +94,9 @@ import Testing
         for _ in 0..<LoopbackRedirectReceiver.maximumConnections {
             held.append(try tcpConnect(port: receiver.port))
         }
-        try await waitUntil { receiver.openConnections == LoopbackRedirectReceiver.maximumConnections }
+        try await waitUntil("the listener holds its most connections") {
+            receiver.openConnections == LoopbackRedirectReceiver.maximumConnections
+        }
         let extra = try tcpConnect(port: receiver.port)
         defer { close(extra) }
         #expect(await UnixSocket.isClosedByPeer(extra))
@@ -111,7 +113,7 @@ import Testing
         let silent = try tcpConnect(port: receiver.port)
         defer { close(silent) }
         #expect(await UnixSocket.isClosedByPeer(silent))
-        try await waitUntil { receiver.openConnections == 0 }
+        try await waitUntil("every connection closed") { receiver.openConnections == 0 }
         await receiver.close()
     }
 
@@ -134,15 +136,6 @@ import Testing
         var timeout = timeval(tv_sec: 15, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         return fd
-    }
-
-    /// Polls `condition` until it holds (``eventTimeout`` at most).
-    func waitUntil(_ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + eventTimeout
-        while !condition() {
-            guard ContinuousClock.now < deadline else { throw TestSetupError("the condition never held") }
-            try await Task.sleep(for: .milliseconds(10))
-        }
     }
 
     @Test func waitingEndsWhenTheTaskIsCanceled() async throws {

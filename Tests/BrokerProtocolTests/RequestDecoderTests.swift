@@ -183,6 +183,27 @@ struct RequestDecoderTests {
         #expect(!rejection.error.message.contains("30.0") && !rejection.error.message.contains("3e1"))
     }
 
+    /// A correlation id goes into an HTTP header and log lines: no control character, else invalid_params, also on
+    /// the silent request's own reader.
+    @Test(arguments: [#"a\nb"#, #"tab\there"#, "nel\u{85}", #"x\u2028y"#, #"del\u007f"#, "raw\u{7F}"])
+    func correlationIdsArePrintableASCII(correlationId: String) throws {
+        for method in ["getStatus", "acquireTokenSilently"] {
+            let params =
+                method == "getStatus"
+                ? #"{"correlationId":""# + correlationId + #""}"#
+                : #"{"authParameters":{"clientId":"c","requestedScopes":["s"]},"correlationId":""# + correlationId
+                    + #""}"#
+            let line = #"{"jsonrpc":"2.0","id":1,"method":""# + method + #"","params":"# + params + "}"
+            guard case .failure(let refused) = decode(line) else {
+                Issue.record("\(method) took the correlation id \(correlationId)")
+                continue
+            }
+            #expect(refused.error.errorCode == .invalidParams)
+            #expect(refused.error.data?.field == "params.correlationId")
+            #expect(SilentRequestReader.read(Array(line.utf8)) == nil)
+        }
+    }
+
     /// Strings the broker echoes are bounded: a correlation id over 256 bytes is invalid_params, a string id over
     /// 256 bytes invalid_request (with id null); 256 bytes pass.
     @Test func echoedStringsAreBounded() throws {

@@ -10,6 +10,7 @@ public final class InMemoryTokenStore: TokenStore {
     private let state: Mutex<[EntryID: CacheEntry]>
     private let failure: Mutex<(any Error)?> = Mutex(nil)
     private let leavesAccessTokenSecrets: Bool
+    private let secretReadCount = Mutex(0)
 
     /// A store holding `entries`; with `leavingAccessTokenSecrets` false, its contents keep every secret in memory.
     public init(_ entries: [CacheEntry] = [], leavingAccessTokenSecrets: Bool = true) {
@@ -32,9 +33,16 @@ public final class InMemoryTokenStore: TokenStore {
         StoredEntries(entries: entries, leavingAccessTokenSecretsInStore: leavesAccessTokenSecrets)
     }
 
-    /// The access tokens' secrets as committed.
-    public func secrets(of ids: [EntryID]) throws -> [EntryID: Secret] {
-        state.withLock { entries in
+    /// How many times ``secrets(of:)`` was asked.
+    public var secretReads: Int {
+        secretReadCount.withLock { $0 }
+    }
+
+    /// The access tokens' secrets as committed (after a yield, as a read of the daemon's store takes time).
+    public func secrets(of ids: [EntryID]) async throws -> [EntryID: Secret] {
+        secretReadCount.withLock { $0 += 1 }
+        await Task.yield()
+        return state.withLock { entries in
             var secrets: [EntryID: Secret] = [:]
             for id in ids {
                 if case .accessToken(let token)? = entries[id] { secrets[id] = token.secret }

@@ -99,3 +99,14 @@ public struct TestSetupError: Error, CustomStringConvertible {
         self.description = description
     }
 }
+
+/// Waits until `condition` holds, looking again after every yield of the task (and every millisecond); throws when
+/// ``eventTimeout`` passes first, naming `what` was awaited.
+public func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + eventTimeout
+    while !condition() {
+        guard ContinuousClock.now < deadline else { throw TestSetupError("gave up waiting: \(what)") }
+        await Task.yield()
+        try await Task.sleep(for: .milliseconds(1))
+    }
+}

@@ -31,7 +31,7 @@ import Testing
         kill(daemon.pid, SIGHUP)
         let reloaded = try await notify.wait(for: "READY=1 after RELOADING=1") { messages in
             guard let reloading = messages.firstIndex(where: { $0.hasPrefix("RELOADING=1") }) else { return false }
-            return messages[reloading...].contains { $0.hasPrefix("READY=1") && $0.contains("Reloaded") }
+            return messages[reloading...].contains { $0.hasPrefix("READY=1") && $0.contains("; reloaded (log level") }
         }
         #expect(reloaded.contains { $0.hasPrefix("RELOADING=1\nMONOTONIC_USEC=") })
         #expect(UnixSocket.canConnect(daemon.socketPath))  // a reload is not a restart

@@ -30,11 +30,15 @@ public final class CacheVault: Sendable {
     private let queue = DispatchQueue(label: "tokenbroker.key-stores")
     private let attempts = Mutex<Attempts>(Attempts())
 
+    /// Tries of a locked keyring or TPM at the same time: one.
+    private let retries = SingleFlight<KeyStoreKind, Bool, Never>()
+
     private struct Attempts {
         var lastTry: Duration?
         var wrongPassphrases = 0
         var nextPassphraseAt: Duration = .zero
-        var running: Task<Bool, Never>?
+        /// A passphrase is being tried: another waits for its outcome (and its back-off), never runs beside it.
+        var tryingPassphrase = false
     }
 
     /// A vault around a cache already open (tests, and caches without a key).
@@ -163,19 +167,11 @@ public final class CacheVault: Sendable {
     ///
     /// Callers at the same time share one try.
     public func retryIfDue() async -> Bool {
-        guard let lock, lock.store != .passphrase, lock.retryAfter == nil else { return false }
-        let task = attempts.withLock { attempts -> Task<Bool, Never>? in
-            if let running = attempts.running { return running }
-            let now = clock.elapsed
-            if let last = attempts.lastTry, now - last < Self.retryInterval { return nil }
-            let task = Task { await self.open() }
-            attempts.running = task
-            return task
-        }
-        guard let task else { return false }
-        let opened = await task.value
-        attempts.withLock { $0.running = nil }
-        return opened
+        guard let lock, let store = lock.store, store != .passphrase, lock.retryAfter == nil else { return false }
+        let now = clock.elapsed
+        let due = attempts.withLock { attempts in attempts.lastTry.map { now - $0 >= Self.retryInterval } ?? true }
+        guard due else { return false }
+        return await retries.run(store) { await self.open() }
     }
 
     /// `tokenbroker unlock`: opens a cache locked by a passphrase with `passphrase`, or asks the keyring to unlock
@@ -188,8 +184,16 @@ public final class CacheVault: Sendable {
             guard let passphrase else {
                 throw KeyUnavailable(store: .passphrase, problem: lock.problem, hint: "give the passphrase")
             }
-            let wait = attempts.withLock { attempts in attempts.nextPassphraseAt - clock.elapsed }
-            if wait > .zero {
+            // The wait is judged and the try reserved in one step: passphrases sent at once are tried one after
+            // the other, each after the back-off of the one before, never side by side.
+            let wait = attempts.withLock { attempts -> Duration? in
+                let wait = attempts.nextPassphraseAt - clock.elapsed
+                if wait > .zero { return wait }
+                if attempts.tryingPassphrase { return .seconds(1) }
+                attempts.tryingPassphrase = true
+                return nil
+            }
+            if let wait {
                 throw KeyUnavailable(
                     store: .passphrase,
                     problem: .wrongPassphrase,
@@ -197,6 +201,7 @@ public final class CacheVault: Sendable {
                     retryAfter: Int(wait.components.seconds) + (wait.components.attoseconds > 0 ? 1 : 0)
                 )
             }
+            defer { attempts.withLock { $0.tryingPassphrase = false } }
             let failure = await attempt(passphrase: passphrase)
             if failure == nil { return cache != nil }
             if failure?.problem == .wrongPassphrase {

@@ -194,13 +194,14 @@ public final class SQLiteTokenStore: TokenStore {
         }
     }
 
-    /// Reads and opens the rows of the access tokens `ids` in one read transaction.
-    public func secrets(of ids: [EntryID]) throws -> [EntryID: Secret] {
+    /// Reads and opens the rows of the access tokens `ids` in one read transaction, on one of the pool's readers
+    /// (in WAL mode they never wait for the writer).
+    public func secrets(of ids: [EntryID]) async throws -> [EntryID: Secret] {
         let rows = ids.filter { $0.section == .accessToken }.map { id in
             (id: id, rowID: sealer.rowID(section: id.section.name, key: id.key))
         }
         guard !rows.isEmpty else { return [:] }
-        return try pool.read { db in
+        return try await pool.read { db in
             var secrets: [EntryID: Secret] = [:]
             for row in rows {
                 let section = row.id.section.name

@@ -18,15 +18,14 @@ public protocol TokenStore: Sendable {
     /// The secrets of the access tokens `ids`, as stored now, for contents loaded without them
     /// (``CacheContents/leavesAccessTokenSecretsInStore``); an id whose entry is gone has none.
     ///
-    /// Synchronous, for an answer made on an event loop: one indexed read of a local database (one of the pool's
-    /// readers in WAL mode, which never wait for the writer), once per token and cache generation (answers and
-    /// secrets read are remembered for that long).
-    func secrets(of ids: [EntryID]) throws -> [EntryID: Secret]
+    /// Reads off the caller's thread (never on an event loop): one indexed read per token, once per token and cache
+    /// generation (answers and secrets read are remembered for that long).
+    func secrets(of ids: [EntryID]) async throws -> [EntryID: Secret]
 }
 
 extension TokenStore {
     /// None: a store whose contents keep every secret in memory.
-    public func secrets(of ids: [EntryID]) throws -> [EntryID: Secret] { [:] }
+    public func secrets(of ids: [EntryID]) async throws -> [EntryID: Secret] { [:] }
 }
 
 /// What a store holds.

@@ -13,6 +13,7 @@ final class EventLoopConnection: Transport {
     private let channel: any Channel
     let pending: PendingCalls
     let socketPath: String
+    private let slots = CallSlots(WireProtocol.maximumRequestsInFlight)
 
     private init(channel: any Channel, pending: PendingCalls, socketPath: String) {
         self.channel = channel
@@ -63,6 +64,13 @@ final class EventLoopConnection: Transport {
         -> Method.Result
     {
         typealias Result = Method.Result
+        // The broker takes so many requests of one connection at once; the rest wait here for an answer.
+        do {
+            try await slots.acquire()
+        } catch {
+            throw BrokerError(.timeout, "the request was cancelled")
+        }
+        defer { slots.release() }
         let promise = channel.eventLoop.makePromise(of: (any Sendable).self)
         let id: RequestID
         switch pending.register(resultType: Result.self, promise: promise) {

@@ -6,7 +6,7 @@ import Synchronization
 ///
 /// Concurrent first requests for one authority share one fetch. A failed fetch is not remembered, so the next
 /// request tries again.
-public actor ProviderDirectory {
+public final class ProviderDirectory: Sendable {
     /// How long a discovery document is trusted before it is fetched again.
     public static let documentLifetime: Duration = .seconds(24 * 3600)
 
@@ -17,7 +17,7 @@ public actor ProviderDirectory {
     /// caller that comes after finds the document rather than starting a fetch of its own.
     private let documents = Mutex<[URL: (metadata: ProviderMetadata, fetched: Duration)]>([:])
     private let fetches = SingleFlight<URL, ProviderMetadata, OAuthError>()
-    private var keySets: [URL: SigningKeys] = [:]
+    private let keySets = Mutex<[URL: SigningKeys]>([:])
 
     /// Creates a directory that fetches over `transport`.
     public init(transport: any HTTPTransport, timeout: Duration = .seconds(15), clock: any BrokerClock = .system) {
@@ -45,16 +45,18 @@ public actor ProviderDirectory {
     /// Forgets every discovery document and key set (a reload): the next request fetches them again.
     public func forgetAll() {
         documents.withLock { $0.removeAll() }
-        keySets.removeAll()
+        keySets.withLock { $0.removeAll() }
     }
 
     /// The signing keys behind `metadata.jwksURI`; nil when the provider publishes none.
     public func signingKeys(for metadata: ProviderMetadata) -> SigningKeys? {
         guard let url = metadata.jwksURI else { return nil }
-        if let keys = keySets[url] { return keys }
-        let keys = SigningKeys(url: url, transport: transport, timeout: timeout, clock: clock)
-        keySets[url] = keys
-        return keys
+        return keySets.withLock { keySets in
+            if let keys = keySets[url] { return keys }
+            let keys = SigningKeys(url: url, transport: transport, timeout: timeout, clock: clock)
+            keySets[url] = keys
+            return keys
+        }
     }
 
     private static func fetch(
@@ -84,19 +86,26 @@ public actor ProviderDirectory {
     }
 }
 
-/// One provider's JWKS: fetched on first use, fetched again when a token names a key id not seen yet (keys roll
-/// over), but such refetches at most once a minute.
-public actor SigningKeys {
+/// One provider's JWKS, fetched on first use.
+///
+/// Fetched again when a token names a key id not seen yet (keys roll over), but such refetches at most once a minute.
+/// Concurrent callers that need a fetch share one.
+public final class SigningKeys: Sendable {
     /// The shortest time between two fetches.
     public static let refetchInterval: Duration = .seconds(60)
+
+    private struct State {
+        var keys: [JSONWebKey] = []
+        var fetched = false
+        var refetched: Duration?
+    }
 
     private let url: URL
     private let transport: any HTTPTransport
     private let timeout: Duration
-    private var keys: [JSONWebKey] = []
-    private var fetched = false
     private let clock: any BrokerClock
-    private var refetched: Duration?
+    private let state = Mutex(State())
+    private let fetches = SingleFlight<URL, [JSONWebKey], IDTokenError>()
 
     init(url: URL, transport: any HTTPTransport, timeout: Duration, clock: any BrokerClock) {
         self.clock = clock
@@ -107,25 +116,37 @@ public actor SigningKeys {
 
     /// The keys that may have signed a token with key id `keyId` and `algorithm`.
     func keys(for keyId: String?, algorithm: String) async throws(IDTokenError) -> [JSONWebKey] {
-        let found = matching(keyId, algorithm)
-        if !found.isEmpty { return found }
-        if fetched {
-            if let refetched, clock.elapsed - refetched < Self.refetchInterval { return [] }
-            refetched = clock.elapsed
+        let now = clock.elapsed
+        let (found, mayFetch) = state.withLock { state in
+            let found = Self.matching(state.keys, keyId, algorithm)
+            guard found.isEmpty else { return (found, false) }
+            guard state.fetched else { return (found, true) }
+            if let refetched = state.refetched, now - refetched < Self.refetchInterval { return (found, false) }
+            state.refetched = now
+            return (found, true)
         }
-        do {
-            let body = try await transport.getJSON(url, what: "JWKS", timeout: timeout)
-            keys = try JSONWebKey.keySet(body: body)
-            fetched = true
-        } catch let error as IDTokenError {
-            throw error
-        } catch {
-            throw IDTokenError("the issuer's signing keys could not be fetched: \(error)")
+        guard mayFetch else { return found }
+        let (url, transport, timeout) = (url, transport, timeout)
+        let keys = try await fetches.run(url) { () async throws(IDTokenError) -> [JSONWebKey] in
+            let keys: [JSONWebKey]
+            do {
+                keys = try JSONWebKey.keySet(body: try await transport.getJSON(url, what: "JWKS", timeout: timeout))
+            } catch let error as IDTokenError {
+                throw error
+            } catch {
+                throw IDTokenError("the issuer's signing keys could not be fetched: \(error)")
+            }
+            // Kept before the callers sharing the fetch are let go, as the discovery documents are.
+            self.state.withLock { state in
+                state.keys = keys
+                state.fetched = true
+            }
+            return keys
         }
-        return matching(keyId, algorithm)
+        return Self.matching(keys, keyId, algorithm)
     }
 
-    private func matching(_ keyId: String?, _ algorithm: String) -> [JSONWebKey] {
+    private static func matching(_ keys: [JSONWebKey], _ keyId: String?, _ algorithm: String) -> [JSONWebKey] {
         keys.filter { key in key.fits(algorithm) && (keyId == nil || key.keyId == keyId) }
     }
 }

@@ -123,13 +123,13 @@ private struct Envelope: Decodable {
         }
         do {
             let call = try Self.decodeCall(method, from: container)
-            if let correlationId = call.correlationId, correlationId.utf8.count > WireProtocol.maximumCorrelationIdBytes
-            {
+            if let correlationId = call.correlationId, !WireProtocol.isValidCorrelationId(correlationId) {
                 let field = ParamField(AcquireTokenSilentlyParams.CodingKeys.correlationId).path
                 var rejection = Self.reject(
                     id,
                     .invalidParams,
-                    "\(field): at most \(WireProtocol.maximumCorrelationIdBytes) bytes (a UUID has 36)",
+                    "\(field): at most \(WireProtocol.maximumCorrelationIdBytes) bytes, no control character (a UUID "
+                        + "has 36)",
                     notification: isNotification
                 )
                 rejection.error.data?.field = field

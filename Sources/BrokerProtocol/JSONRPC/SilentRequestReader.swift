@@ -74,7 +74,7 @@ package enum SilentRequestReader {
                     guard let read = authParameters(value) else { return nil }
                     parameters = read
                 } else if named(key, "correlationId") {
-                    guard let text = plain(value), text.utf8.count <= WireProtocol.maximumCorrelationIdBytes else {
+                    guard let text = plain(value), WireProtocol.isValidCorrelationId(text) else {
                         return nil
                     }
                     correlationId = text

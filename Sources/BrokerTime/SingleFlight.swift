@@ -4,8 +4,11 @@ import Synchronization
 /// others wait for its result.
 ///
 /// The work runs in a task of its own, so a caller that goes away does not cut it short (a refresh whose rotated
-/// token must be stored, a discovery fetch others wait on). The task forgets its key itself when it ends, so the
-/// next caller after that starts afresh, and a failure is never remembered.
+/// token must be stored, a discovery fetch others wait on, a try of a locked keyring). The task forgets its key
+/// itself when it ends, so the next caller after that starts afresh, and a failure is never remembered.
+///
+/// The one implementation for the broker's refreshes, the providers' discovery documents and signing keys, and the
+/// key stores' retries.
 package final class SingleFlight<Key: Hashable & Sendable, Value: Sendable, Failure: Error>: Sendable {
     private typealias Flight = Task<Result<Value, Failure>, Never>
 
