@@ -20,6 +20,8 @@ wait_until() {
   until "$@"; do [ $SECONDS -ge $deadline ] && return 1; sleep 0.05; done
 }
 mode() { stat -c %a "$1"; }
+# said STATUS PATTERN: the last command ($RC, $OUT) exited with STATUS and its output has PATTERN.
+said() { [ "$RC" = "$1" ] && grep -q -- "$2" <<<"$OUT"; }
 # listening PATH (scripts/lib.sh): the socket takes a connection.
 source "$SRC/scripts/lib.sh"
 
@@ -51,6 +53,10 @@ OUT=$("${ROOT_SHELL[@]}" tokenbroker status 2>&1); RC=$?
 check "tokenbroker status answers without XDG_RUNTIME_DIR (exit $RC)" [ "$RC" = 0 ]
 check "status names the socket /tmp/tokenbroker-0/broker.sock" grep -q "^socket: *$SOCK " <<<"$OUT"
 check "the fallback directory is 0700, the socket 0600" [ "$(mode /tmp/tokenbroker-0)/$(mode "$SOCK")" = 700/600 ]
+# Protocol/ §16's shell snippet, as printed, finds the same socket and is answered.
+sed -n '/^private() {/,/^```$/p' "$SRC/Protocol/README.md" | sed '$d' > "$HOME0/snippet.sh"
+OUT=$("${ROOT_SHELL[@]}" bash "$HOME0/snippet.sh" 2>&1); RC=$?
+check "Protocol/ §16's socat snippet reaches the broker without XDG_RUNTIME_DIR (exit $RC)" said 0 '"linuxBrokerVersion"'
 kill "$DAEMON"; wait "$DAEMON"; RC=$?
 check "the broker stops cleanly on SIGTERM (exit $RC)" [ "$RC" = 0 ]
 check "and removes its socket" [ ! -e "$SOCK" ]
@@ -60,10 +66,10 @@ check "and removes its socket" [ ! -e "$SOCK" ]
 DAEMON=$!
 check "an unprivileged user's broker serves /tmp/tokenbroker-$NOBODY" wait_until 30 listening "/tmp/tokenbroker-$NOBODY/broker.sock"
 OUT=$("${USER_SHELL[@]}" "$BUILD/tokenbroker" status 2>&1); RC=$?
-check "and status reaches it (exit $RC)" [ "$RC" = 0 ] && grep -q "/tmp/tokenbroker-$NOBODY/broker.sock" <<<"$OUT"
+check "and status reaches it (exit $RC)" said 0 "/tmp/tokenbroker-$NOBODY/broker.sock"
 OUT=$("${ROOT_SHELL[@]}" "$BUILD/tokenbroker" status --socket "/tmp/tokenbroker-$NOBODY/broker.sock" 2>&1); RC=$?
 check "root's client refuses a socket of another user's directory (exit $RC)" \
-  [ "$RC" = 77 ] && grep -q "belongs to another user" <<<"$OUT"
+  said 77 "belongs to another user"
 kill "$DAEMON"; wait "$DAEMON"
 
 # --- /run/user/<uid>, when it is the user's private directory, comes before /tmp
@@ -73,7 +79,7 @@ DAEMON=$!
 check "with a private /run/user/0 the broker serves /run/user/0/tokenbroker/broker.sock" \
   wait_until 30 listening /run/user/0/tokenbroker/broker.sock
 OUT=$("${ROOT_SHELL[@]}" "$BUILD/tokenbroker" status 2>&1); RC=$?
-check "and status finds it there (exit $RC)" [ "$RC" = 0 ] && grep -q "/run/user/0/tokenbroker/broker.sock" <<<"$OUT"
+check "and status finds it there (exit $RC)" said 0 "/run/user/0/tokenbroker/broker.sock"
 kill "$DAEMON"; wait "$DAEMON"
 chmod 755 /run/user/0
 OUT=$("${ROOT_SHELL[@]}" "$BUILD/tokenbroker" status 2>&1)
@@ -85,25 +91,25 @@ rm -rf "/tmp/tokenbroker-$NOBODY"
 mkdir -m 700 "/tmp/tokenbroker-$NOBODY"   # made first by root: for nobody, another user's directory
 OUT=$(timeout 30 "${USER_SHELL[@]}" "$BUILD/tokenbrokerd" 2>&1); RC=$?
 check "the daemon refuses a socket directory another user made (exit $RC)" \
-  [ "$RC" = 1 ] && grep -q "belongs to another user" <<<"$OUT"
+  said 1 "belongs to another user"
 OUT=$("${USER_SHELL[@]}" "$BUILD/tokenbroker" status 2>&1); RC=$?
-check "so does the client, saying why (exit $RC)" [ "$RC" = 77 ] && grep -q "belongs to another user" <<<"$OUT"
+check "so does the client, saying why (exit $RC)" said 77 "belongs to another user"
 rm -rf "/tmp/tokenbroker-$NOBODY"
 
 rm -rf /tmp/tokenbroker-0
 mkdir -m 700 /tmp/elsewhere && ln -s /tmp/elsewhere /tmp/tokenbroker-0
 OUT=$(timeout 30 "${ROOT_SHELL[@]}" "$BUILD/tokenbrokerd" 2>&1); RC=$?
 check "the daemon refuses a socket directory that is a symbolic link (exit $RC)" \
-  [ "$RC" = 1 ] && grep -q "symbolic link" <<<"$OUT"
+  said 1 "symbolic link"
 check "and puts nothing where it points" [ -z "$(ls -A /tmp/elsewhere)" ]
 OUT=$("${ROOT_SHELL[@]}" "$BUILD/tokenbroker" status 2>&1); RC=$?
-check "the client refuses it too (exit $RC)" [ "$RC" = 77 ] && grep -q "symbolic link" <<<"$OUT"
+check "the client refuses it too (exit $RC)" said 77 "symbolic link"
 rm /tmp/tokenbroker-0
 
 mkdir -m 777 /tmp/tokenbroker-0 && chmod 777 /tmp/tokenbroker-0
 OUT=$("${ROOT_SHELL[@]}" "$BUILD/tokenbroker" status 2>&1); RC=$?
 check "the client refuses a directory of its own open to others (exit $RC)" \
-  [ "$RC" = 77 ] && grep -q "open to other users" <<<"$OUT"
+  said 77 "open to other users"
 "${ROOT_SHELL[@]}" "$BUILD/tokenbrokerd" > "$HOME0/daemon-777.log" 2>&1 &
 DAEMON=$!
 serving_privately() { listening /tmp/tokenbroker-0/broker.sock && [ "$(mode /tmp/tokenbroker-0)" = 700 ]; }
@@ -135,7 +141,7 @@ chown root /tmp/fake   # now the directory is root's and private; the listener s
 printf '{"AccessToken":{},"RefreshToken":{"k":{"secret":"victim-refresh-token"}}}' > "$HOME0/cache.json"
 OUT=$("$BUILD/tokenbroker" import --socket /tmp/fake/broker.sock "$HOME0/cache.json" 2>&1); RC=$?
 check "the client refuses a broker that runs as another user (exit $RC)" \
-  [ "$RC" = 77 ] && grep -q "served by another user (uid $NOBODY)" <<<"$OUT"
+  said 77 "served by another user (uid $NOBODY)"
 check "and sent it nothing" [ ! -s /tmp/fake/received ]
 kill "$FAKE" 2>/dev/null; wait "$FAKE" 2>/dev/null
 
