@@ -99,7 +99,9 @@ enum SyntheticCache {
             ),
             correlationId: "6f1c2b9a-3d4e-4f50-8a61-7b2c3d4e5f60"
         )
-        return try WireEncoder().encode(Request(id: .number(1), method: .acquireTokenSilently, params: params))
+        return try WireEncoder().encode(
+            Request(id: .number(1), method: Methods.AcquireTokenSilently.name, params: params)
+        )
     }
 }
 

@@ -65,7 +65,7 @@ public struct BrokerFailure: Error, Sendable, CustomStringConvertible, CustomDeb
         return BrokerFailure(.cacheLocked, "the cache is locked: \(reason.problem); \(reason.hint)")
     }
 
-    static func invalidParams(_ field: ParamField, _ message: String) -> BrokerFailure {
+    package static func invalidParams(_ field: ParamField, _ message: String) -> BrokerFailure {
         BrokerFailure(.invalidParams, "\(field.path): \(message)", details: .init(field: field.path))
     }
 }

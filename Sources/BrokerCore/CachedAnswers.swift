@@ -57,7 +57,7 @@ extension TokenBroker {
                 now: nowSeconds
             )
         else { return nil }
-        let correlationId = params.correlationId ?? UUID.random().uuidString
+        let correlationId = params.effectiveCorrelationId
         audit.tokenIssued(answer.issue, to: caller, correlationId: correlationId)
         return answer.template.response(id: id, correlationId: correlationId)
     }

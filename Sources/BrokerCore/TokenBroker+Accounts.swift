@@ -97,7 +97,7 @@ extension TokenBroker {
             account: plan.name,
             clientId: params.clientId,
             removed: credentials,
-            correlationId: params.correlationId ?? ""
+            correlationId: params.effectiveCorrelationId
         )
         return RemoveAccountResult(removedCredentials: credentials, accountRemoved: accountsRemoved)
     }

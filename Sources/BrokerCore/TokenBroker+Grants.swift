@@ -138,7 +138,7 @@ extension TokenBroker {
             "revoked",
             by: caller,
             grant: grant,
-            correlationId: params.correlationId ?? UUID.random().uuidString
+            correlationId: params.effectiveCorrelationId
         )
         return grant
     }
@@ -186,7 +186,7 @@ extension TokenBroker {
         audit.accessTokenDiscarded(
             by: caller,
             clientId: found.clientId,
-            correlationId: params.correlationId ?? UUID.random().uuidString
+            correlationId: params.effectiveCorrelationId
         )
         return DiscardAccessTokenResult(discarded: true)
     }

@@ -89,7 +89,7 @@ struct SignInRequest: Sendable {
                 "\(reserved.shortenedForMessages) is set by the broker itself"
             )
         }
-        correlationId = params.correlationId ?? UUID.random().uuidString
+        correlationId = params.effectiveCorrelationId
     }
 
     /// Whether the cache may answer first: the request names an account and does not ask the user for anything.

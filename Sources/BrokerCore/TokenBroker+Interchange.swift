@@ -48,7 +48,7 @@ extension TokenBroker {
             by: caller,
             format: format,
             counts: plan.imported,
-            correlationId: params.correlationId ?? ""
+            correlationId: params.effectiveCorrelationId
         )
         return ImportCacheResult(format: format, imported: plan.imported, skipped: plan.skipped)
     }
@@ -90,7 +90,7 @@ extension TokenBroker {
             by: caller,
             format: format,
             counts: counts,
-            correlationId: params.correlationId ?? ""
+            correlationId: params.effectiveCorrelationId
         )
         return ExportCacheResult(format: format, data: Secret(String(decoding: data, as: UTF8.self)), counts: counts)
     }

@@ -21,7 +21,7 @@ extension TokenBroker {
         let (found, generation) = try cache.read { contents throws(BrokerFailure) in
             (try request.lookUp(in: contents, now: now), cache.generation)
         }
-        let correlationId = params.correlationId ?? UUID.random().uuidString
+        let correlationId = params.effectiveCorrelationId
         guard let token = found.accessToken, found.freshness == .fresh, !request.bypassesCache else {
             return .later { _ throws(BrokerFailure) in
                 try await self.refreshed(request, found: found, correlationId: correlationId, caller: caller)

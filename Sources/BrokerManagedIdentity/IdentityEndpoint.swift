@@ -122,16 +122,15 @@ public final class IdentityEndpoint: Service, Sendable {
             broker.whenCacheOpen { params, caller throws(BrokerFailure) in
                 try self.broker.requireOpenCache()
                 let plan = try self.broker.planGrant(params)
-                let correlationId = params.correlationId ?? UUID.random().uuidString
+                let correlationId = params.effectiveCorrelationId
                 return .later { _ throws(BrokerFailure) in
                     let bound: ListenAddress
                     do {
                         bound = try await self.open(plan.listen, reserving: true)
                     } catch {
-                        throw BrokerFailure(
-                            .invalidParams,
-                            "params.listen: cannot listen on \(plan.listen): \(error)",
-                            details: .init(field: "params.listen")
+                        throw BrokerFailure.invalidParams(
+                            ParamField(CreateGrantParams.CodingKeys.listen),
+                            "cannot listen on \(plan.listen): \(error)"
                         )
                     }
                     defer { self.pending.withLock { $0[bound, default: 1] -= 1 } }

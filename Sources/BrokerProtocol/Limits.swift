@@ -1,3 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 /// The protocol's version and fixed limits.
 public enum WireProtocol {
     /// The protocol version this library speaks: a major (breaking) and a minor (additive) number.
@@ -29,6 +35,11 @@ public enum WireProtocol {
             scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028
                 || scalar.value == 0x2029
         }
+    }
+
+    /// A correlation id for a request that came without one: a new UUID, uppercase (Protocol/ §6).
+    public static func newCorrelationId() -> String {
+        UUID.random().uuidString
     }
 
     /// The longest string request `id` accepted, in UTF-8 bytes.

@@ -1,43 +1,38 @@
-/// The methods a client may call.
+/// The name of a method on the wire.
 ///
-/// The names mirror Microsoft's Linux broker (`com.microsoft.identity.Broker1`).
-public enum MethodName: String, Sendable, Hashable, Codable, CaseIterable {
-    /// Broker and protocol versions, for negotiation.
-    case getLinuxBrokerVersion
-    /// Every account, optionally filtered by client id or authority.
-    case getAccounts
-    /// One account, by identifier or else by username.
-    case getAccount
-    /// A token from the cache or by refresh; never shows UI.
-    case acquireTokenSilently
-    /// A token through an interactive sign-in, shown the way `webviewType` says.
-    case acquireTokenInteractively
-    /// Hands back the final redirect URL of an `embedded` sign-in.
-    case completeInteractiveFlow
-    /// Cancels a running interactive sign-in.
-    case cancelInteractiveFlow
-    /// Signs an account out of the broker, or out of one client id.
-    case removeAccount
-    /// Imports an MSAL or ADAL cache.
-    case importCache
-    /// Exports the cache as MSAL or ADAL JSON.
-    case exportCache
-    /// Uptime, counts and recent errors.
-    case getStatus
-    /// Creates a grant of the managed-identity endpoint.
-    case createGrant
-    /// The grants of the managed-identity endpoint.
-    case listGrants
-    /// Revokes a grant of the managed-identity endpoint.
-    case revokeGrant
-    /// Drops an access token its audience refused from the cache.
-    case discardAccessToken
-    /// Where the cache key is kept, and why the cache is locked.
-    case getKeyStatus
-    /// Opens a cache locked by a passphrase or a locked keyring.
-    case unlockCache
-    /// Keeps the cache key in another store.
-    case moveCacheKey
+/// The names mirror Microsoft's Linux broker (`com.microsoft.identity.Broker1`). Each method's type in ``Methods``
+/// holds its name; ``allCases`` lists them in the table's order.
+public struct MethodName: RawRepresentable, Sendable, Hashable, Codable, ExpressibleByStringLiteral,
+    CustomStringConvertible
+{
+    /// The name as sent.
+    public let rawValue: String
+
+    /// The name `rawValue`.
+    public init(rawValue: String) {
+        self.rawValue = rawValue
+    }
+
+    /// The name `value`.
+    public init(stringLiteral value: String) {
+        self.rawValue = value
+    }
+
+    /// Every method's name, in the order of ``Methods/all``.
+    public static var allCases: [MethodName] {
+        Methods.all.map { $0.name }
+    }
+
+    public var description: String { rawValue }
+
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
 }
 
 /// The notifications the broker sends while an interactive request runs (JSON-RPC messages without `id`).

@@ -74,5 +74,7 @@ struct MethodHandlerTests {
 
 extension MethodName {
     /// The methods the managed-identity endpoint serves beside the broker's.
-    static let grantMethods: [MethodName] = [.createGrant, .listGrants, .revokeGrant]
+    static let grantMethods: [MethodName] = [
+        Methods.CreateGrant.name, Methods.ListGrants.name, Methods.RevokeGrant.name,
+    ]
 }

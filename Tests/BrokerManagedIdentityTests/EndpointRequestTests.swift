@@ -106,7 +106,9 @@ struct EndpointRequestTests {
             logger: Logger(label: "test")
         )
         let endpoint = IdentityEndpoint(broker: broker, logger: Logger(label: "test"))
-        #expect(endpoint.handlers().served == [.createGrant, .listGrants, .revokeGrant])
+        #expect(
+            endpoint.handlers().served == [Methods.CreateGrant.name, Methods.ListGrants.name, Methods.RevokeGrant.name]
+        )
         #expect(!endpoint.servesGrants)
     }
 }

@@ -49,7 +49,7 @@ struct ProtocolExamplesTests {
         case .failure(let rejection):
             // A well-formed call of a method this protocol does not have is the one refusal an example may show.
             let method = original.objectValue?["method"]?.stringValue ?? ""
-            guard rejection.error.errorCode == .methodNotFound, MethodName(rawValue: method) == nil else {
+            guard rejection.error.errorCode == .methodNotFound, Methods.named(method) == nil else {
                 Issue.record("\(file): a valid example request was refused: \(rejection.error.message)")
                 return
             }

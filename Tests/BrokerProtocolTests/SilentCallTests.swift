@@ -26,7 +26,9 @@ struct SilentCallTests {
         for id in [Int64(0), 1, .max, .min] {
             let params = AcquireTokenSilentlyParams(authParameters: parameters, correlationId: "c\u{01}\"")
             let encoded =
-                try WireEncoder().encode(Request(id: .number(id), method: .acquireTokenSilently, params: params))
+                try WireEncoder().encode(
+                    Request(id: .number(id), method: Methods.AcquireTokenSilently.name, params: params)
+                )
                 + Array("\n".utf8)
             #expect(SilentCall.requestLine(parameters, correlationId: "c\u{01}\"", id: id) == encoded)
         }

@@ -46,7 +46,7 @@ struct SilentRequestReaderTests {
         }
         #expect(request.id == read.id, "\(text)")
         #expect(!request.isNotification, "\(text)")
-        #expect(request.call.method == .acquireTokenSilently, "\(text)")
+        #expect(request.call.method == Methods.AcquireTokenSilently.name, "\(text)")
         #expect((request.call.params as? AcquireTokenSilentlyParams) == read.params, "\(text)")
     }
 

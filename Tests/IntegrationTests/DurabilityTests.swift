@@ -78,7 +78,7 @@ struct DurabilityTests {
         }
         let request = Request(
             id: .number(1),
-            method: .importCache,
+            method: Methods.ImportCache.name,
             params: ImportCacheParams(data: Secret(CacheFixtures.text(CacheFixtures.msalCache(people: people))))
         )
         let frame = try WireEncoder().encode(request) + [UInt8(ascii: "\n")]

@@ -78,7 +78,7 @@ extension MethodCall {
     /// Gives the call a correlation id when the caller sent none (a new UUID), and returns the one in effect.
     public mutating func ensureCorrelationId() -> String {
         if let existing = params.sentCorrelationId { return existing }
-        let generated = UUID.random().uuidString
+        let generated = WireProtocol.newCorrelationId()
         params.adoptCorrelationId(generated)
         return generated
     }

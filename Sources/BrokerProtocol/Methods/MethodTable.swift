@@ -2,7 +2,8 @@
 ///
 /// Every front end derives what it needs from these types: the request decoder finds the params type by name,
 /// the server finds the handler by type, and the client pairs each call with its result type. Adding a method
-/// is one new type in ``Methods`` plus its handler.
+/// is one new type in ``Methods`` (listed in ``Methods/all``), its params (conforming to ``CorrelatedParams`` or
+/// ``FlowParams``) and result, plus its handler.
 public protocol BrokerMethod: Sendable {
     /// What the request's `params` decode to.
     associatedtype Params: MethodParams
@@ -50,6 +51,14 @@ extension CorrelatedParams {
     /// The `correlationId` member.
     public var sentCorrelationId: String? { correlationId }
 
+    /// The correlation id in effect: the one sent, else a new one (Protocol/ §6).
+    ///
+    /// A front end that filled it in first (``MethodCall/ensureCorrelationId()``) finds its own here; every handler
+    /// goes by this one rule.
+    public var effectiveCorrelationId: String {
+        correlationId ?? WireProtocol.newCorrelationId()
+    }
+
     /// Sets `correlationId` when it is absent.
     public mutating func adoptCorrelationId(_ correlationId: String) {
         if self.correlationId == nil { self.correlationId = correlationId }
@@ -76,7 +85,7 @@ public enum Methods {
     public enum GetLinuxBrokerVersion: BrokerMethod {
         public typealias Params = GetVersionParams
         public typealias Result = VersionResult
-        public static var name: MethodName { .getLinuxBrokerVersion }
+        public static let name: MethodName = "getLinuxBrokerVersion"
         public static var answersFromMemory: Bool { true }
     }
 
@@ -84,7 +93,7 @@ public enum Methods {
     public enum GetAccounts: BrokerMethod {
         public typealias Params = GetAccountsParams
         public typealias Result = AccountsResult
-        public static var name: MethodName { .getAccounts }
+        public static let name: MethodName = "getAccounts"
         public static var answersFromMemory: Bool { true }
     }
 
@@ -92,7 +101,7 @@ public enum Methods {
     public enum GetAccount: BrokerMethod {
         public typealias Params = GetAccountParams
         public typealias Result = AccountResult
-        public static var name: MethodName { .getAccount }
+        public static let name: MethodName = "getAccount"
         public static var answersFromMemory: Bool { true }
     }
 
@@ -100,7 +109,7 @@ public enum Methods {
     public enum AcquireTokenSilently: BrokerMethod {
         public typealias Params = AcquireTokenSilentlyParams
         public typealias Result = AcquireTokenResult
-        public static var name: MethodName { .acquireTokenSilently }
+        public static let name: MethodName = "acquireTokenSilently"
         public static var answersFromMemory: Bool { true }
     }
 
@@ -108,49 +117,49 @@ public enum Methods {
     public enum AcquireTokenInteractively: BrokerMethod {
         public typealias Params = AcquireTokenInteractivelyParams
         public typealias Result = AcquireTokenResult
-        public static var name: MethodName { .acquireTokenInteractively }
+        public static let name: MethodName = "acquireTokenInteractively"
     }
 
     /// `completeInteractiveFlow`: the redirect an `embedded` web view reached.
     public enum CompleteInteractiveFlow: BrokerMethod {
         public typealias Params = CompleteInteractiveFlowParams
         public typealias Result = FlowControlResult
-        public static var name: MethodName { .completeInteractiveFlow }
+        public static let name: MethodName = "completeInteractiveFlow"
     }
 
     /// `cancelInteractiveFlow`: stops a running sign-in.
     public enum CancelInteractiveFlow: BrokerMethod {
         public typealias Params = CancelInteractiveFlowParams
         public typealias Result = FlowControlResult
-        public static var name: MethodName { .cancelInteractiveFlow }
+        public static let name: MethodName = "cancelInteractiveFlow"
     }
 
     /// `removeAccount`: signs an account out.
     public enum RemoveAccount: BrokerMethod {
         public typealias Params = RemoveAccountParams
         public typealias Result = RemoveAccountResult
-        public static var name: MethodName { .removeAccount }
+        public static let name: MethodName = "removeAccount"
     }
 
     /// `importCache`: takes an MSAL or ADAL cache document.
     public enum ImportCache: BrokerMethod {
         public typealias Params = ImportCacheParams
         public typealias Result = ImportCacheResult
-        public static var name: MethodName { .importCache }
+        public static let name: MethodName = "importCache"
     }
 
     /// `exportCache`: writes the cache as an MSAL or ADAL document.
     public enum ExportCache: BrokerMethod {
         public typealias Params = ExportCacheParams
         public typealias Result = ExportCacheResult
-        public static var name: MethodName { .exportCache }
+        public static let name: MethodName = "exportCache"
     }
 
     /// `getStatus`: uptime, counts and recent errors.
     public enum GetStatus: BrokerMethod {
         public typealias Params = GetStatusParams
         public typealias Result = StatusResult
-        public static var name: MethodName { .getStatus }
+        public static let name: MethodName = "getStatus"
         public static var answersFromMemory: Bool { true }
     }
 
@@ -158,35 +167,35 @@ public enum Methods {
     public enum CreateGrant: BrokerMethod {
         public typealias Params = CreateGrantParams
         public typealias Result = CreateGrantResult
-        public static var name: MethodName { .createGrant }
+        public static let name: MethodName = "createGrant"
     }
 
     /// `listGrants`: the managed-identity endpoint's grants.
     public enum ListGrants: BrokerMethod {
         public typealias Params = ListGrantsParams
         public typealias Result = ListGrantsResult
-        public static var name: MethodName { .listGrants }
+        public static let name: MethodName = "listGrants"
     }
 
     /// `revokeGrant`: ends a grant at once.
     public enum RevokeGrant: BrokerMethod {
         public typealias Params = RevokeGrantParams
         public typealias Result = RevokeGrantResult
-        public static var name: MethodName { .revokeGrant }
+        public static let name: MethodName = "revokeGrant"
     }
 
     /// `discardAccessToken`: drops a token its audience refused, so that the next request refreshes.
     public enum DiscardAccessToken: BrokerMethod {
         public typealias Params = DiscardAccessTokenParams
         public typealias Result = DiscardAccessTokenResult
-        public static var name: MethodName { .discardAccessToken }
+        public static let name: MethodName = "discardAccessToken"
     }
 
     /// `getKeyStatus`: where the cache key is kept, and why the cache is locked.
     public enum GetKeyStatus: BrokerMethod {
         public typealias Params = GetKeyStatusParams
         public typealias Result = KeyStoreStatus
-        public static var name: MethodName { .getKeyStatus }
+        public static let name: MethodName = "getKeyStatus"
         public static var answersFromMemory: Bool { true }
     }
 
@@ -194,14 +203,14 @@ public enum Methods {
     public enum UnlockCache: BrokerMethod {
         public typealias Params = UnlockCacheParams
         public typealias Result = KeyStoreStatus
-        public static var name: MethodName { .unlockCache }
+        public static let name: MethodName = "unlockCache"
     }
 
     /// `moveCacheKey`: keeps the cache key in another store.
     public enum MoveCacheKey: BrokerMethod {
         public typealias Params = MoveCacheKeyParams
         public typealias Result = KeyStoreStatus
-        public static var name: MethodName { .moveCacheKey }
+        public static let name: MethodName = "moveCacheKey"
     }
 
     /// Every method, in the order `getLinuxBrokerVersion` lists them.
