@@ -1,5 +1,6 @@
 import BrokerOAuth
 public import BrokerProtocol
+import BrokerTime
 import Synchronization
 
 /// The connection a request came on: where the notifications of its sign-in go, whose close cancels it, and
@@ -119,10 +120,12 @@ final class InteractiveFlow: Sendable {
     /// The browser the sign-in started, once it did; finished without one when the flow shows no browser or ends.
     private let browsers: AsyncStream<LaunchedBrowser>
     private let browserSink: AsyncStream<LaunchedBrowser>.Continuation
+    /// The cancel, when it comes before a redirect: one of the events the sign-in races.
+    private let cancellations: AsyncStream<FlowCancellation>
+    private let cancellationSink: AsyncStream<FlowCancellation>.Continuation
 
     private struct State {
         var phase = Phase.starting
-        var cancel: (@Sendable () -> Void)?
         var notified = false
     }
 
@@ -132,6 +135,10 @@ final class InteractiveFlow: Sendable {
         self.webviewType = webviewType
         (responses, responseSink) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         (browsers, browserSink) = AsyncStream.makeStream(of: LaunchedBrowser.self, bufferingPolicy: .bufferingNewest(1))
+        (cancellations, cancellationSink) = AsyncStream.makeStream(
+            of: FlowCancellation.self,
+            bufferingPolicy: .bufferingNewest(1)
+        )
         switch webviewType {
         case .systemBrowser, .customBrowser, .default: break
         case .embedded, .deviceCode: browserSink.finish()
@@ -231,33 +238,31 @@ final class InteractiveFlow: Sendable {
         }
     }
 
-    /// How to stop the flow's task.
-    func onCancel(_ cancel: @escaping @Sendable () -> Void) {
-        let canceledAlready = state.withLock { state -> Bool in
-            state.cancel = cancel
-            if case .canceled = state.phase { return true }
-            return false
-        }
-        if canceledAlready { cancel() }
-    }
-
-    /// Stops the flow while it waits; false once a redirect came or it ended.
+    /// Stops the flow while it waits (the sign-in's race hears it, ``canceled()``); false once a redirect came (its
+    /// code is redeemed and stored whatever happens to the request) or the flow ended.
     @discardableResult
     func cancel(_ reason: FlowCancellation = .byClient) -> Bool {
-        let cancel = state.withLock { state -> (@Sendable () -> Void)?? in
+        let canceled = state.withLock { state -> Bool in
             switch state.phase {
             case .starting, .waitingForRedirect:
                 state.phase = .canceled(reason)
-                return .some(state.cancel)
+                return true
             case .completing, .done, .canceled:
-                return nil
+                return false
             }
         }
-        guard let cancel else { return false }
-        cancel?()
+        guard canceled else { return false }
+        cancellationSink.yield(reason)
+        cancellationSink.finish()
         responseSink.finish()
         browserSink.finish()
         return true
+    }
+
+    /// Waits for ``cancel(_:)``: its reason; nil when the flow ended without one.
+    func canceled() async -> FlowCancellation? {
+        var iterator = cancellations.makeAsyncIterator()
+        return await iterator.next()
     }
 
     /// Why `cancel()` was called, if it was.
@@ -276,6 +281,7 @@ final class InteractiveFlow: Sendable {
         }
         responseSink.finish()
         browserSink.finish()
+        cancellationSink.finish()
     }
 
     /// The sign-in started `browser`: its exit is now one of the events the flow races.
@@ -300,6 +306,22 @@ final class InteractiveFlow: Sendable {
 /// The interactive sign-ins running now, by correlation id.
 final class FlowRegistry: Sendable {
     private let flows = Mutex<[String: InteractiveFlow]>([:])
+    /// Each sign-in runs in a task of its own: the request that started it may go away (its connection closed),
+    /// but once the redirect came, the code is redeemed and the tokens stored all the same.
+    private let running = SingleFlight<String, Result<TokenResult, BrokerFailure>, Never>()
+
+    /// Runs `signIn` for `flow` to its end, whatever happens to the caller's task; a cancel of the caller cancels
+    /// the flow (which its sign-in's race hears), not the task.
+    func run(
+        _ flow: InteractiveFlow,
+        _ signIn: @escaping @Sendable () async -> Result<TokenResult, BrokerFailure>
+    ) async -> Result<TokenResult, BrokerFailure> {
+        await withTaskCancellationHandler {
+            await running.run(flow.correlationId, signIn)
+        } onCancel: {
+            flow.cancel()
+        }
+    }
 
     /// Records `flow`; refuses a second flow with the same correlation id.
     func register(_ flow: InteractiveFlow) throws(BrokerFailure) {

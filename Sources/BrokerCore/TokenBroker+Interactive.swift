@@ -149,14 +149,8 @@ extension TokenBroker {
                 "webview_type": "\(request.webviewType.rawValue)", "caller": "\(caller)",
             ]
         )
-        let task = Task { () -> Result<TokenResult, BrokerFailure> in
+        let outcome = await flows.run(flow) {
             await .capturing { () async throws(BrokerFailure) in try await self.run(flow, request) }
-        }
-        flow.onCancel { task.cancel() }
-        let outcome = await withTaskCancellationHandler {
-            await task.value
-        } onCancel: {
-            flow.cancel()
         }
         flow.finish()
         flows.unregister(flow)
@@ -239,10 +233,10 @@ extension TokenBroker {
         }
     }
 
-    /// The flow itself: one race of the sign-in, the browser's exit and the timeout.
+    /// The flow itself: one race of the sign-in, the browser's exit, the timeout and a cancel.
     ///
-    /// The sign-in ends at the redirect, the app's URL or the device code's answer. Cancelling the flow cancels its
-    /// task, and with it the race.
+    /// The sign-in ends at the redirect, the app's URL or the device code's answer; whichever event comes first
+    /// decides, and the others are cancelled. A cancel comes only before the redirect (``InteractiveFlow/cancel(_:)``).
     private func run(
         _ flow: InteractiveFlow,
         _ request: SignInRequest
@@ -277,6 +271,10 @@ extension TokenBroker {
                         details: .init(correlationId: request.correlationId)
                     )
                 )
+            }
+            group.addTask {
+                guard await flow.canceled() != nil else { return nil }
+                return .failure(BrokerFailure(.userCanceled, "the sign-in was canceled"))
             }
             var decided: Result<TokenResult, BrokerFailure>?
             for await result in group {

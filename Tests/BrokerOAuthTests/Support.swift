@@ -64,25 +64,3 @@ struct TestSigner {
         return input + "." + Base64URL.encode(signature)
     }
 }
-
-extension ProviderMetadata {
-    static func test(
-        issuer: String = "https://idp.example",
-        jwks: Bool = true,
-        authorizationEndpoint: URL = testURL("https://idp.example/authorize")
-    ) -> ProviderMetadata {
-        ProviderMetadata(
-            issuer: issuer,
-            authorizationEndpoint: authorizationEndpoint,
-            tokenEndpoint: testURL("https://idp.example/token"),
-            deviceAuthorizationEndpoint: testURL("https://idp.example/devicecode"),
-            jwksURI: jwks ? testURL("https://idp.example/jwks") : nil
-        )
-    }
-}
-
-/// A URL literal of a test.
-func testURL(_ text: String) -> URL {
-    guard let url = URL(string: text) else { preconditionFailure("not a URL: \(text)") }
-    return url
-}

@@ -1,6 +1,6 @@
 public import BrokerOAuth
 import BrokerProtocol
-import Foundation
+public import Foundation
 import Synchronization
 
 /// A transport that answers from a script and records what was sent: a stand-in for the network in unit tests of
@@ -103,4 +103,28 @@ extension ScriptedTransport {
     public func count(endingIn suffix: String) -> Int {
         sent.filter { $0.url.path.hasSuffix(suffix) }.count
     }
+}
+
+extension ProviderMetadata {
+    /// The metadata of a provider at `https://idp.example` that no test reaches over the network (the scripted
+    /// transport answers for it).
+    public static func test(
+        issuer: String = "https://idp.example",
+        jwks: Bool = true,
+        authorizationEndpoint: URL = testURL("https://idp.example/authorize")
+    ) -> ProviderMetadata {
+        ProviderMetadata(
+            issuer: issuer,
+            authorizationEndpoint: authorizationEndpoint,
+            tokenEndpoint: testURL("https://idp.example/token"),
+            deviceAuthorizationEndpoint: testURL("https://idp.example/devicecode"),
+            jwksURI: jwks ? testURL("https://idp.example/jwks") : nil
+        )
+    }
+}
+
+/// A URL literal of a test.
+public func testURL(_ text: String) -> URL {
+    guard let url = URL(string: text) else { preconditionFailure("not a URL: \(text)") }
+    return url
 }
