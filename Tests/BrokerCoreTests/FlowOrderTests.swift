@@ -44,30 +44,39 @@ struct FlowOrderTests {
         }
     }
 
-    @Test func theSignInResumesOnlyAfterTheAnswerIsQueued() async throws {
-        // The real clock: a sign-in races its timeout, which a test clock ends at once.
-        let broker = TokenBroker(
+    private static let caller = Caller(pid: 4242, uid: getuid(), gid: getgid(), executable: "/usr/bin/test-app")
+    private static let redirectUri = "https://app.example/cb"
+
+    /// A broker whose sign-ins race their time limit on `clock`, which only the test moves.
+    private func broker(_ clock: ManualClock) async throws -> TokenBroker {
+        TokenBroker(
             cache: try await TokenCache(store: InMemoryTokenStore([])),
             configuration: BrokerConfiguration(),
             logger: LogCapture().logger(label: "tokenbroker"),
             transport: ScriptedTransport.refusingProvider(),
-            clock: .system
+            clock: clock
         )
-        let caller = Caller(pid: 4242, uid: getuid(), gid: getgid(), executable: "/usr/bin/test-app")
+    }
+
+    private static let embedded = AcquireTokenInteractivelyParams(
+        authParameters: AuthParameters(
+            clientId: CacheFixtures.clientId,
+            authority: CacheFixtures.authority,
+            requestedScopes: ["https://graph.microsoft.com/User.Read"],
+            redirectUri: redirectUri
+        ),
+        webviewType: .embedded,
+        correlationId: "flow-order"
+    )
+
+    @Test func theSignInResumesOnlyAfterTheAnswerIsQueued() async throws {
+        let broker = try await broker(ManualClock())
+        let caller = Self.caller
         let handlers = broker.handlers(status: nil)
         let wire = Wire()
         let owner = FlowOwner(connection: 7) { wire.notify($0) }
-        let redirectUri = "https://app.example/cb"
-        let params = AcquireTokenInteractivelyParams(
-            authParameters: AuthParameters(
-                clientId: CacheFixtures.clientId,
-                authority: CacheFixtures.authority,
-                requestedScopes: ["https://graph.microsoft.com/User.Read"],
-                redirectUri: redirectUri
-            ),
-            webviewType: .embedded,
-            correlationId: "flow-order"
-        )
+        let redirectUri = Self.redirectUri
+        let params = Self.embedded
         let interactive = try #require(handlers.handler(for: Methods.AcquireTokenInteractively.self))
         let signIn = Task {
             try await interactive.answer(params, caller).value(owner: owner)
@@ -93,6 +102,34 @@ struct FlowOrderTests {
         // The scripted provider refuses the code: the sign-in fails after saying didComplete.
         await #expect(throws: BrokerFailure.self) { try await signIn.value }
         #expect(wire.seen == ["didStartLoad", "answer", "didComplete", "didFail"])
+    }
+
+    /// A sign-in nobody completes ends at its time limit, on the broker's clock: not before, and with `timeout`.
+    @Test func aSignInTimesOutOnTheBrokersClock() async throws {
+        let clock = ManualClock()
+        let broker = try await broker(clock)
+        let wire = Wire()
+        let signIn = Task {
+            try await broker.acquireTokenInteractively(
+                Self.embedded,
+                caller: Self.caller,
+                owner: FlowOwner(connection: 7) { wire.notify($0) }
+            )
+        }
+        _ = await wire.authorizationURL()
+        try await clock.waitForSleepers()
+        let limit = BrokerConfiguration().interactiveTimeout
+        #expect(clock.pendingSleeps == [limit])
+        clock.advance(by: limit - .seconds(1))
+        #expect(clock.pendingSleeps == [.seconds(1)])  // still waiting for the app
+        clock.advance(by: .seconds(1))
+        do {
+            _ = try await signIn.value
+            Issue.record("a sign-in nobody completed succeeded")
+        } catch let failure as BrokerFailure {
+            #expect(failure.code == .timeout)
+        }
+        #expect(wire.seen == ["didStartLoad", "didFail"])
     }
 
     @Test func anOpenGateRunsWorkAtOnceAndAClosedOneInOrder() {

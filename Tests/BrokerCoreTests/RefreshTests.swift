@@ -145,11 +145,17 @@ struct RefreshTests {
     }
 
     @Test func concurrentRequestsShareOneRefresh() async throws {
+        // The provider answers once every other request has joined the refresh under way (not after a guess at how
+        // long that takes); a request that started a refresh of its own would leave it waiting out eventTimeout.
+        let joined = Mutex<(@Sendable () -> Int)?>(nil)
         let transport = ScriptedTransport.provider { _ in
-            usleep(50_000)  // a provider that takes its time, so the requests overlap
+            let deadline = ContinuousClock.now + eventTimeout
+            while (joined.withLock { $0?() } ?? 0) < 49, ContinuousClock.now < deadline { usleep(1_000) }
             return Self.issued("shared")
         }
         let fixture = try await BrokerFixture(documents: [Self.staleCache()], transport: transport)
+        let broker = fixture.broker
+        joined.withLock { $0 = { broker.refreshCounts.joined } }
         let tokens = try await withThrowingTaskGroup(of: String.self) { group in
             for _ in 0..<50 { group.addTask { try await fixture.silent().accessToken.reveal() } }
             return try await group.reduce(into: [String]()) { $0.append($1) }
@@ -157,7 +163,7 @@ struct RefreshTests {
         #expect(tokens.count == 50 && Set(tokens) == ["AT-NEW-shared"])
         #expect(transport.count(endingIn: "/token") == 1)
         let counts = fixture.broker.refreshCounts
-        #expect(counts.started == 1 && counts.joined > 0)
+        #expect(counts.started == 1 && counts.joined == 49)
     }
 
     @Test func aClaimsChallengeGoesToTheProvider() async throws {

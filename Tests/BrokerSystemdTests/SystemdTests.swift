@@ -1,6 +1,7 @@
 import BrokerTestSupport
 import Foundation
 import Logging
+import Synchronization
 import Testing
 
 @testable import BrokerSystemd
@@ -51,6 +52,37 @@ import Testing
                 "STOPPING=1\nSTATUS=Stopping: finishing the requests in flight", "WATCHDOG=1", "STATUS=end",
             ]
         )
+    }
+
+    /// The watchdog pings at half `WatchdogSec=` on the daemon's clock (a test moves it), with the status when it
+    /// changed since the last one said.
+    @Test func theWatchdogPingsAtHalfTheIntervalOnTheClock() async throws {
+        let directory = try TemporaryDirectory()
+        let socket = try NotifySocket(in: directory)
+        setenv("NOTIFY_SOCKET", socket.path, 1)
+        defer { unsetenv("NOTIFY_SOCKET") }
+        let clock = ManualClock()
+        let status = Mutex("Serving: 0 connections")
+        let service = WatchdogService(interval: .seconds(4), notifier: ServiceManagerNotifier(), clock: clock) {
+            status.withLock { $0 }
+        }
+        let running = Task { try await service.run() }
+        defer { running.cancel() }
+        try await clock.waitForSleepers()
+        #expect(clock.pendingSleeps == [.seconds(2)])
+        #expect(socket.messages.isEmpty)  // nothing before the first half interval
+        clock.advance(by: .seconds(2))
+        try await socket.wait(for: "the first ping") { $0.count == 1 }
+        status.withLock { $0 = "Serving: 1 connection" }
+        try await clock.waitForSleepers()
+        clock.advance(by: .seconds(2))
+        try await socket.wait(for: "the second ping") { $0.count == 2 }
+        try await clock.waitForSleepers()
+        clock.advance(by: .seconds(2))
+        let messages = try await socket.wait(for: "the third ping") { $0.count == 3 }
+        #expect(Set(messages[0].split(separator: "\n")) == ["WATCHDOG=1", "STATUS=Serving: 0 connections"])
+        #expect(Set(messages[1].split(separator: "\n")) == ["WATCHDOG=1", "STATUS=Serving: 1 connection"])
+        #expect(messages[2] == "WATCHDOG=1")  // the status did not change
     }
 
     @Test func withoutAServiceManagerNothingIsSent() {

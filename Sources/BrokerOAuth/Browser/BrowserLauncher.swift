@@ -147,7 +147,7 @@ public enum BrowserLauncher {
                 ] + forwarded.map { "--setenv=\($0.key)=\($0.value)" } + ["--"] + arguments
         }
         let environment = childEnvironment(display: display, own: own)
-        let pid = try await ChildProcess.spawn(program, arguments: arguments, environment: environment)
+        let pid = try await ChildProcess.spawn(program, arguments: arguments, environment: environment, clock: clock)
         let browser = LaunchedBrowser(name: name)
         browser.started(pid: pid)
         ChildProcess.onExit(of: pid) { status in browser.exited(status) }

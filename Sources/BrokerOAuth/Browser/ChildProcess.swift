@@ -1,3 +1,4 @@
+import BrokerTime
 import CLinuxSupport
 import Foundation
 import Glibc
@@ -11,10 +12,13 @@ import Glibc
 /// `posix_spawn` with `POSIX_SPAWN_SETSIGMASK` and `POSIX_SPAWN_SETSIGDEF` resets both.
 enum ChildProcess {
     /// Starts `executable` with `arguments` (the first is the program's name) and `environment`; returns its pid.
+    ///
+    /// A busy executable (`ETXTBSY`) is tried again after a short wait on `clock`.
     static func spawn(
         _ executable: String,
         arguments: [String],
-        environment: [String: String]
+        environment: [String: String],
+        clock: any BrokerClock
     ) async throws(BrowserError) -> pid_t {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -57,7 +61,7 @@ enum ChildProcess {
         // descriptor inherited for an instant): the kernel answers ETXTBSY. It passes; try again briefly.
         var tries = 1
         while result == ETXTBSY && tries < 5 {
-            try? await Task.sleep(for: .milliseconds(20))  // never usleep: this may be an event-loop thread
+            try? await clock.sleep(for: .milliseconds(20))  // never usleep: this may be an event-loop thread
             result = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
             tries += 1
         }

@@ -145,7 +145,7 @@ public struct OAuthError: Error, Sendable, CustomStringConvertible {
 
     /// Classifies an HTTP answer that is not a success: 429 throttled, 5xx unavailable, an OAuth error body
     /// rejected, anything else an invalid response.
-    static func from(_ response: HTTPResponse, endpoint: String, now: Date = Date()) -> OAuthError {
+    static func from(_ response: HTTPResponse, endpoint: String, now: Date) -> OAuthError {
         let parsed = OAuthErrorResponse(body: response.body)
         let retryAfter = response.header("Retry-After").flatMap { RetryAfter.parse($0, now: now) }
         switch response.status {
