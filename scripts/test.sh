@@ -13,7 +13,7 @@ step() { printf '\n=== %s\n' "$*"; }
 
 step "system packages"
 need_packages libsqlite3-dev libsystemd-dev libsecret-1-dev libtss2-dev libargon2-dev pkg-config systemd curl procps \
-  util-linux iproute2 openssl python3-venv git strace socat
+  util-linux iproute2 openssl python3-venv git strace socat dbus-user-session
 # The key stores' test: software TPMs (swtpm, reached through tpm2-tss's swtpm TCTI from libtss2-dev).
 need_packages swtpm
 # The Broker1 and key tests: a private session bus, a keyring (and secret-tool, which install.sh --purge uses),

@@ -11,10 +11,12 @@ public final class Broker1Service: Service, Sendable {
 
     private let loop: BusLoop?
     private let broker: TokenBroker
+    private let offReason: String
 
-    /// A front end over `broker`'s method table; `enabled` false only reports itself off.
-    public init(broker: TokenBroker, enabled: Bool, logger: Logger) {
+    /// A front end over `broker`'s method table; `enabled` false only reports itself off, saying `why`.
+    public init(broker: TokenBroker, enabled: Bool, why: String = "turned off (--no-bus)", logger: Logger) {
         self.broker = broker
+        offReason = why
         guard enabled else {
             loop = nil
             return
@@ -40,11 +42,12 @@ public final class Broker1Service: Service, Sendable {
 
     /// What `getStatus` and `tokenbroker status` show.
     public var status: StatusResult.BusStatus {
-        loop?.status ?? StatusResult.BusStatus(state: .off, name: Broker1.busName, message: "turned off (--no-bus)")
+        loop?.status ?? StatusResult.BusStatus(state: .off, name: Broker1.busName, message: offReason)
     }
 
-    /// How long no bus call has been under way; nil while one is.
+    /// How long no bus call has been under way; nil while one is (the front end turned off is never busy).
     public var idleFor: Duration? {
-        loop?.idleFor ?? .seconds(Int64.max)
+        guard let loop else { return .seconds(Int64.max) }
+        return loop.idleFor
     }
 }

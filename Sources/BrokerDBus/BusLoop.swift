@@ -142,19 +142,61 @@ final class BusLoop: @unchecked Sendable {
         guard result >= 0 else {
             return settle(.unavailable, "the Broker1 object could not be exported: \(Self.errorText(-result))")
         }
-        result = sd_bus_request_name(opened, Broker1.busName, 0)
-        if result == -EEXIST {
-            return settle(
-                .taken,
-                "\(Broker1.busName) is owned by \(owner(of: Broker1.busName)); tokenbroker leaves it alone"
+        // The bus says when the name comes to this connection (now, or once another broker that owns it leaves)
+        // and when it goes.
+        let userdata = Unmanaged.passUnretained(self).toOpaque()
+        for signal in ["NameAcquired", "NameLost"] {
+            result = sd_bus_match_signal(
+                opened,
+                nil,
+                "org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                signal,
+                Self.nameCallback,
+                userdata
             )
+            guard result >= 0 else {
+                return settle(.unavailable, "cannot follow the name's owner: \(Self.errorText(-result))")
+            }
         }
+        // In line, never replacing: while another broker (Microsoft's, himmelblau's) owns the name, it keeps it.
+        result = sd_bus_request_name(opened, Broker1.busName, tb_name_queue)
         guard result >= 0 else {
             return settle(.unavailable, "the name \(Broker1.busName) could not be taken: \(Self.errorText(-result))")
         }
+        if result > 0 {
+            acquired()
+        } else {
+            settle(
+                .taken,
+                "\(Broker1.busName) is owned by \(owner(of: Broker1.busName)); tokenbroker leaves it alone and "
+                    + "answers only once that one has left"
+            )
+        }
+        loop(opened)
+    }
+
+    private func acquired() {
+        guard shared.withLock({ $0.state != .owner && !$0.stopping }) else { return }
         settle(.owner, nil)
         logger.info("answering Broker1 on the session bus", metadata: ["name": "\(Broker1.busName)"])
-        loop(opened)
+    }
+
+    private static let nameCallback: sd_bus_message_handler_t = { message, userdata, _ in
+        guard let message, let userdata else { return 0 }
+        let loop = Unmanaged<BusLoop>.fromOpaque(userdata).takeUnretainedValue()
+        var value: UnsafePointer<CChar>?
+        guard sd_bus_message_read_basic(message, CChar(UInt8(ascii: "s")), &value) > 0, let value,
+            String(cString: value) == Broker1.busName
+        else { return 0 }
+        let member = sd_bus_message_get_member(message).map { String(cString: $0) }
+        if member == "NameAcquired" {
+            loop.acquired()
+        } else if loop.shared.withLock({ !$0.stopping }) {
+            loop.settle(.taken, "\(Broker1.busName) was taken over by \(loop.owner(of: Broker1.busName))")
+        }
+        return 0
     }
 
     private func settle(_ state: StatusResult.BusStatus.State, _ message: String?) {
@@ -300,26 +342,95 @@ final class BusLoop: @unchecked Sendable {
                 metadata: ["version": "\(shown(version))"]
             )
         }
-        let answer = translator.answer(
+        let call = PendingCall(
+            message: message,
+            sender: sender,
+            caller: caller,
             method: member,
             correlationId: correlationId,
-            request: request,
-            caller: caller
-        ) { [self] in graphicalSession() }
+            request: request
+        )
+        guard member == Broker1.Method.acquireTokenInteractively.rawValue, let bus else {
+            answer(call, session: nil)
+            return 1
+        }
+        // A sign-in opens the browser in the user's graphical session, which the user manager's environment names:
+        // asked without waiting, the call goes on when the answer comes (or at once, with the daemon's own).
+        sd_bus_message_ref(message)
+        let context = Unmanaged.passRetained(EnvironmentQuery(loop: self, call: call)).toOpaque()
+        if tb_ask_manager_environment(bus, Self.environmentCallback, context) < 0 {
+            Unmanaged<EnvironmentQuery>.fromOpaque(context).release()
+            answer(call, session: Self.session(from: []))
+            sd_bus_message_unref(message)
+        }
+        return 1
+    }
+
+    /// A call read and admitted, to be answered.
+    private struct PendingCall {
+        let message: OpaquePointer
+        let sender: String
+        let caller: Caller
+        let method: String
+        let correlationId: String
+        let request: String
+    }
+
+    /// The user manager's environment asked for a sign-in's call: what its answer continues.
+    private final class EnvironmentQuery {
+        let loop: BusLoop
+        let call: PendingCall
+
+        init(loop: BusLoop, call: PendingCall) {
+            self.loop = loop
+            self.call = call
+        }
+    }
+
+    private static let environmentCallback: sd_bus_message_handler_t = { reply, userdata, _ in
+        guard let userdata else { return 0 }
+        let query = Unmanaged<EnvironmentQuery>.fromOpaque(userdata).takeRetainedValue()
+        var manager: [String] = []
+        var entries: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+        if let reply, sd_bus_message_is_method_error(reply, nil) == 0, tb_read_environment(reply, &entries) >= 0,
+            let entries
+        {
+            var index = 0
+            while let entry = entries[index] {
+                manager.append(String(cString: entry))
+                free(entry)
+                index += 1
+            }
+            free(entries)
+        }
+        query.loop.answer(query.call, session: session(from: manager))
+        sd_bus_message_unref(query.call.message)
+        return 0
+    }
+
+    /// Answers `call` through the translator, at once or when its task ends; `session` is the graphical session a
+    /// sign-in shows its browser in.
+    private func answer(_ call: PendingCall, session: [String: String]?) {
+        let answer = translator.answer(
+            method: call.method,
+            correlationId: call.correlationId,
+            request: call.request,
+            caller: call.caller
+        ) { session }
         switch answer {
         case .now(let json):
-            reply(json, to: message)
-            finish(sender)
+            reply(json, to: call.message)
+            finish(call.sender)
         case .later(let work):
-            sd_bus_message_ref(message)
-            let call = UInt(bitPattern: Int(bitPattern: message))
+            sd_bus_message_ref(call.message)
+            let pointer = UInt(bitPattern: Int(bitPattern: call.message))
+            let sender = call.sender
             Task {
                 let json = await work()
-                self.shared.withLock { $0.outbox.append((call, json, sender)) }
+                self.shared.withLock { $0.outbox.append((pointer, json, sender)) }
                 self.signal()
             }
         }
-        return 1
     }
 
     private func send(_ answer: String, to call: UInt, from sender: String) {
@@ -407,41 +518,19 @@ final class BusLoop: @unchecked Sendable {
     }
 
     /// The user's graphical session, where a sign-in asked over the bus shows its browser: the display variables
-    /// of the user manager's environment (a graphical login imports them there), else of the daemon's own; nil
-    /// when neither has `DISPLAY` or `WAYLAND_DISPLAY`.
-    private func graphicalSession() -> [String: String]? {
+    /// of the user manager's environment `manager` (a graphical login imports them there) over the daemon's own;
+    /// nil when neither has `DISPLAY` or `WAYLAND_DISPLAY`.
+    private static func session(from manager: [String]) -> [String: String]? {
         var session: [String: String] = [:]
         let own = ProcessInfo.processInfo.environment
         for name in BrowserLauncher.displayVariables {
             if let value = own[name], !value.isEmpty { session[name] = value }
         }
-        if let bus {
-            var error = sd_bus_error()
-            var entries: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
-            let result = sd_bus_get_property_strv(
-                bus,
-                "org.freedesktop.systemd1",
-                "/org/freedesktop/systemd1",
-                "org.freedesktop.systemd1.Manager",
-                "Environment",
-                &error,
-                &entries
-            )
-            sd_bus_error_free(&error)
-            if result >= 0, let entries {
-                var index = 0
-                while let entry = entries[index] {
-                    let text = String(cString: entry)
-                    if let equals = text.firstIndex(of: "=") {
-                        let name = String(text[..<equals])
-                        let value = String(text[text.index(after: equals)...])
-                        if BrowserLauncher.displayVariables.contains(name), !value.isEmpty { session[name] = value }
-                    }
-                    free(entry)
-                    index += 1
-                }
-                free(entries)
-            }
+        for entry in manager {
+            guard let equals = entry.firstIndex(of: "=") else { continue }
+            let name = String(entry[..<equals])
+            let value = String(entry[entry.index(after: equals)...])
+            if BrowserLauncher.displayVariables.contains(name), !value.isEmpty { session[name] = value }
         }
         return session["DISPLAY"] != nil || session["WAYLAND_DISPLAY"] != nil ? session : nil
     }

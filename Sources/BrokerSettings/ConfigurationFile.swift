@@ -16,6 +16,7 @@ public import Foundation
 ///     browser.firefox-private = firefox --private-window
 ///     system-browser = chromium --new-window
 ///     key-stores = secret-service tpm file
+///     broker1 = off
 ///
 /// Only this file names programs the broker runs: a client of the broker names a profile, never a command.
 public struct ConfigurationFile: Sendable {
@@ -33,6 +34,9 @@ public struct ConfigurationFile: Sendable {
         /// `key-stores = <names>`: where a new cache key is kept, in the order tried (`secret-service`, `tpm`,
         /// `passphrase`, `file`); a plain key file moves to the first of them ahead of `file` that takes it.
         public var keyStores: [String]?
+        /// `broker1 = on|off`: whether the daemon answers Microsoft's Broker1 interface on the session bus (on by
+        /// default; `tokenbrokerd --no-bus` turns it off too).
+        public var broker1: Bool?
         /// What could not be read, line by line, for the log.
         public var problems: [String] = []
 
@@ -99,6 +103,12 @@ public struct ConfigurationFile: Sendable {
                     continue
                 }
                 contents.keyStores = names
+            case "broker1":
+                switch value {
+                case "on", "yes", "true": contents.broker1 = true
+                case "off", "no", "false": contents.broker1 = false
+                default: contents.problems.append("\(line): broker1 is on or off")
+                }
             case _ where key.hasPrefix("browser."):
                 let name = String(key.dropFirst("browser.".count))
                 guard isProfileName(name) else {

@@ -15,3 +15,20 @@ static const uint64_t tb_creds_caller = SD_BUS_CREDS_PID | SD_BUS_CREDS_UID | SD
     | SD_BUS_CREDS_EXE | SD_BUS_CREDS_AUGMENT;
 static const uint64_t tb_creds_owner = SD_BUS_CREDS_PID | SD_BUS_CREDS_EXE | SD_BUS_CREDS_COMM
     | SD_BUS_CREDS_UNIQUE_NAME | SD_BUS_CREDS_AUGMENT;
+// Wait in line for a well-known name another connection owns, never taking it from that one.
+static const uint64_t tb_name_queue = SD_BUS_NAME_QUEUE;
+
+// Asks the user manager for its environment (org.freedesktop.systemd1.Manager's Environment property) without
+// waiting: `callback` gets the reply on the bus's thread; tb_read_environment reads its strings.
+static inline int tb_ask_manager_environment(sd_bus *bus, sd_bus_message_handler_t callback, void *userdata) {
+    return sd_bus_call_method_async(bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+        "org.freedesktop.DBus.Properties", "Get", callback, userdata, "ss", "org.freedesktop.systemd1.Manager",
+        "Environment");
+}
+
+// The strings of a Properties.Get reply holding a variant of "as" (NULL-terminated, to be freed by the caller).
+static inline int tb_read_environment(sd_bus_message *reply, char ***entries) {
+    int result = sd_bus_message_enter_container(reply, 'v', "as");
+    if (result < 0) return result;
+    return sd_bus_message_read_strv(reply, entries);
+}

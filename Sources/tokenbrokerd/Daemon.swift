@@ -253,7 +253,8 @@ struct Daemon: AsyncParsableCommand {
         await broker.openCache()
         if let cache = vault.cache { Self.reportDamage(cache, location: location, logger: logger) }
         let listener = try listener(environment: environment)
-        let bus = Broker1Service(broker: broker, enabled: !noBus, logger: logger)
+        let busOff = noBus ? "turned off (--no-bus)" : file.broker1 == false ? "turned off (broker1 = off)" : nil
+        let bus = Broker1Service(broker: broker, enabled: busOff == nil, why: busOff ?? "", logger: logger)
         let endpoint = IdentityEndpoint(broker: broker, logger: logger)
         let notifier = ServiceManagerNotifier()
         let server = SocketServer(

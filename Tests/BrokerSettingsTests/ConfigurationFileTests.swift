@@ -45,6 +45,15 @@ struct ConfigurationFileTests {
         }
     }
 
+    /// `broker1`: on or off (the Broker1 front end); anything else is reported and leaves the default.
+    @Test func readsTheBroker1Switch() {
+        #expect(ConfigurationFile.parse("broker1 = off").broker1 == false)
+        #expect(ConfigurationFile.parse("broker1 = on").broker1 == true)
+        #expect(ConfigurationFile.parse("").broker1 == nil)
+        let bad = ConfigurationFile.parse("broker1 = maybe")
+        #expect(bad.broker1 == nil && bad.problems == ["line 1: broker1 is on or off"])
+    }
+
     /// The file's place: the option, else $XDG_CONFIG_HOME, else ~/.config.
     @Test func findsTheFileByTheXDGRule() {
         #expect(ConfigurationFile(path: "/etc/x.conf").url.path == "/etc/x.conf")

@@ -39,11 +39,13 @@ public final class DaemonProcess: Sendable {
     }
 
     /// Starts the daemon in `directory` (socket `<dir>/run/broker.sock`, state `<dir>/state`) and waits until
-    /// it answers on the socket.
+    /// it answers on the socket; with `bus`, its Broker1 front end is on (the session bus is whatever
+    /// `environment` says; none by default).
     public static func start(
         in directory: TemporaryDirectory,
         arguments: [String] = [],
         environment: [String: String] = [:],
+        bus: Bool = false,
         logName: String = "daemon.log"
     ) async throws -> DaemonProcess {
         let socketPath = directory.path("run/broker.sock")
@@ -51,7 +53,7 @@ public final class DaemonProcess: Sendable {
         let logURL = directory.url.appending(path: logName)
         let process = try ChildProcess.spawn(
             try Binaries.url("tokenbrokerd").path,
-            ["--socket", socketPath, "--state-directory", stateDirectory, "--no-bus"] + arguments,
+            ["--socket", socketPath, "--state-directory", stateDirectory] + (bus ? [] : ["--no-bus"]) + arguments,
             // The developer's own BROWSER is no browser of the test's: the daemon tries it for systemBrowser.
             environment: childEnvironment(
                 ["XDG_CONFIG_HOME": directory.path("config"), "BROWSER": ""].merging(environment) { $1 }

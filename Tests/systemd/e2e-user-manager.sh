@@ -38,6 +38,9 @@ X=aaaaaaaa-0000-4000-8000-00000000000a
 SCOPE=api://tokenbroker-tests/Things.Read
 
 # --- install
+# The test user's home is a tmpfs, not its passwd entry's (nobody: /nonexistent), where dbus-daemon looks for
+# activation files unless XDG_DATA_HOME says otherwise: say it before the session bus starts (on first use).
+systemctl --user set-environment XDG_DATA_HOME="$HOME/.local/share"
 "$SRC/scripts/install.sh" --binaries "$BUILD" > "$HOME/install.log" 2>&1
 check "install.sh installs the units and enables the socket" [ "$(systemctl --user is-enabled tokenbrokerd.socket)" = enabled ]
 check "the socket listens" is ActiveState active socket
@@ -145,6 +148,31 @@ curl -s -X POST -H 'Content-Type: application/json' -d '{}' "http://127.0.0.1:$P
 # one for a replay and revoke the sign-in.
 check "the refresh token rotated during stop was kept" \
   bash -c "tokenbroker token --client-id $X --authority $AUTHORITY --scope $SCOPE > /dev/null"
+
+# --- Broker1 on the user's session bus (dbus-user-session's dbus.socket): an MSAL app's first Ping starts the same
+# socket-activated service through the shipped activation file; a bus call keeps it; idle, it leaves and releases
+# the name; the next Ping starts it again.
+BUS_NAME=com.microsoft.identity.broker1
+check "install.sh installed the D-Bus activation file" \
+  grep -q "^SystemdService=tokenbrokerd.service" "$HOME/.local/share/dbus-1/services/$BUS_NAME.service"
+systemctl --user start dbus.socket  # (started with the manager already where sockets.target wants it)
+export DBUS_SESSION_BUS_ADDRESS=unix:path=$XDG_RUNTIME_DIR/bus
+ping_broker() { busctl --user --timeout=60 call $BUS_NAME /com/microsoft/identity/broker1 org.freedesktop.DBus.Peer Ping; }
+owner_pid() { busctl --user status $BUS_NAME 2>/dev/null | sed -n 's/^PID=//p'; }
+systemctl --user stop tokenbrokerd.service 2> /dev/null  # the last check's token request started it again
+check "the broker is stopped before the first Ping" is ActiveState inactive
+check "the first Ping is answered" ping_broker
+check "the Ping started tokenbrokerd.service" is ActiveState active
+check "the service's daemon owns the name" bash -c "[ \"\$(busctl --user status $BUS_NAME | sed -n 's/^PID=//p')\" = \"\$(systemctl --user show -P MainPID tokenbrokerd.service)\" ]"
+check "tokenbroker status says it owns the name" bash -c "tokenbroker status | grep -Eq '^bus: +answers MSAL apps as $BUS_NAME'"
+check "a Broker1 call is answered by the activated broker" bash -c \
+  "busctl --user call $BUS_NAME /com/microsoft/identity/broker1 com.microsoft.identity.Broker1 getLinuxBrokerVersion sss 0.0 c1 '{}' | grep -q linuxBrokerVersion"
+check "idle, the bus-activated broker exits cleanly" wait_until 60 is ActiveState inactive
+check "and its exit released the name" bash -c "[ -z \"\$(busctl --user status $BUS_NAME 2>/dev/null | sed -n 's/^PID=//p')\" ]"
+check "the next Ping starts it again" ping_broker
+check "started again" is ActiveState active
+systemctl --user stop tokenbrokerd.service 2> /dev/null
+unset DBUS_SESSION_BUS_ADDRESS
 
 # --- the secrets the journal must not hold, for the check that runs as root afterwards
 tokenbroker export | python3 -c '
