@@ -151,10 +151,11 @@ let package = Package(
         // Linux calls Swift's Glibc module does not declare (_GNU_SOURCE, variadic): closefrom in posix_spawn, prctl,
         // madvise, SO_PEERPIDFD.
         .target(name: "CLinuxSupport"),
-        // The daemon's side of systemd: socket activation, notify and watchdog, the journald log handler.
+        // The daemon's side of systemd: socket activation, notify and watchdog, the journald log handler, and what
+        // a daemon does to itself before it serves (private files, no core dump, no inherited descriptor leaking).
         .target(
             name: "BrokerSystemd",
-            dependencies: ["CSystemd", "BrokerTime", logging, serviceLifecycle, unixSignals],
+            dependencies: ["CSystemd", "CLinuxSupport", "BrokerTime", logging, serviceLifecycle, unixSignals],
             swiftSettings: swiftSettings
         ),
         // Microsoft's Broker1 interface on the session bus (sd-bus): a second door into the same broker.
@@ -278,7 +279,9 @@ let package = Package(
         ),
         .testTarget(
             name: "BrokerSystemdTests",
-            dependencies: ["BrokerSystemd", "BrokerProtocol", "BrokerTestSupport", "BrokerTime", logging],
+            dependencies: [
+                "BrokerSystemd", "BrokerProtocol", "BrokerTestSupport", "BrokerTime", "CLinuxSupport", logging,
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

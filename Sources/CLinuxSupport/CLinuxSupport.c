@@ -18,6 +18,14 @@ int tb_set_nondumpable(void) {
     return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 }
 
+int tb_syncfs(int fd) {
+    return syncfs(fd);
+}
+
+int tb_is_dumpable(void) {
+    return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+}
+
 int tb_exclude_from_core_dumps(void *address, size_t length) {
     long page = sysconf(_SC_PAGESIZE);
     if (page <= 0) return -1;

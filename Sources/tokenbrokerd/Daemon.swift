@@ -217,8 +217,7 @@ struct Daemon: AsyncParsableCommand {
         let keys = KeyVault(
             location: location,
             order: (file.keyStores ?? []).compactMap(KeyStoreKind.init(rawValue:)),
-            environment: environment,
-            afterStep: Self.keyMoveStepHook(environment: environment)
+            environment: environment
         )
         let vault = CacheVault(keys: keys, logger: logger, clock: clock)
         let audit = AuditLog(logger: Logger(label: "tokenbroker.audit"), window: .seconds(auditWindow), clock: clock)
@@ -350,15 +349,6 @@ struct Daemon: AsyncParsableCommand {
                 metadata: ["entry": "\(id)", "reason": "\(reason)"]
             )
         }
-    }
-
-    /// For the tests of key moves only: `TOKENBROKER_TEST_KILL_AFTER_KEY_STEP=<step>` makes the daemon kill itself
-    /// (SIGKILL, as `kill -9`) right after that step of a move.
-    private static func keyMoveStepHook(environment: [String: String]) -> @Sendable (KeyVault.MoveStep) -> Void {
-        guard let name = environment["TOKENBROKER_TEST_KILL_AFTER_KEY_STEP"],
-            let step = KeyVault.MoveStep(rawValue: name)
-        else { return { _ in } }
-        return { current in if current == step { kill(getpid(), SIGKILL) } }
     }
 
     /// The socket systemd passed (the fd named `broker`, or the only one), else a bind of our own.

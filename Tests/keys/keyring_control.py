@@ -4,6 +4,7 @@
     keyring_control.py BUS_ADDRESS lock              # locks the default collection
     keyring_control.py BUS_ADDRESS unlock PASSWORD   # unlocks it headless (gnome-keyring's own interface)
     keyring_control.py BUS_ADDRESS read CACHE_ID     # prints tokenbroker's key for CACHE_ID, base64
+    keyring_control.py BUS_ADDRESS count             # prints how many items of tokenbroker's schema there are
 """
 
 import base64
@@ -35,6 +36,9 @@ def main() -> int:
         _, session = service.OpenSession("plain", dbus.String("", variant_level=1))
         found = service.GetSecrets(unlocked, session)
         print(base64.b64encode(bytes(found[unlocked[0]][2])).decode())
+    elif command == "count":
+        unlocked, locked = service.SearchItems({"xdg:schema": "org.tokenbroker.CacheKey"})
+        print(len(unlocked) + len(locked))
     else:
         print(f"unknown command {command}", file=sys.stderr)
         return 64

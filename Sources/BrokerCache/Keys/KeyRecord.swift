@@ -1,3 +1,4 @@
+import Crypto
 public import Foundation
 
 /// Where the data key of one cache is kept, and what it takes to find it: `<state>/key.json`, 0600.
@@ -29,9 +30,12 @@ public struct KeyRecord: Codable, Sendable, Equatable {
         self.chosen = chosen
     }
 
-    /// A new random cache id.
-    static func newCacheID() -> String {
-        UUID().uuidString.lowercased()
+    /// The cache id of the cache sealed with `key`: a one-way function of the key (HMAC-SHA256 of a fixed label,
+    /// 128 bits in hex), so that a move cut short and tried again names the keyring item it already made instead of
+    /// leaving it behind under another id.
+    static func cacheID(of key: KeyMemory) -> String {
+        let code = key.withKey { HMAC<SHA256>.authenticationCode(for: Data("tokenbroker cache id".utf8), using: $0) }
+        return code.prefix(16).map { String(format: "%02x", $0) }.joined()
     }
 
     /// The record in `url`; nil when there is none.

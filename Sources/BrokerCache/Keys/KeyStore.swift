@@ -66,13 +66,14 @@ public enum KeyStoreProblem: Error, Sendable, Equatable, CustomStringConvertible
 public final class Passphrase: @unchecked Sendable, CustomStringConvertible {
     private let bytes: UnsafeMutableBufferPointer<UInt8>
 
-    /// Copies the UTF-8 of `text` (the copy the caller holds is the caller's to drop).
+    /// Copies the UTF-8 of `text` (the string the caller holds is the caller's to drop; Swift strings cannot be
+    /// wiped).
     public init(_ text: String) {
-        let utf8 = Array(text.utf8)
-        bytes = .allocate(capacity: max(utf8.count, 1))
-        _ = bytes.initialize(from: utf8)
-        if utf8.isEmpty { bytes[0] = 0 }
-        count = utf8.count
+        let length = text.utf8.count
+        bytes = .allocate(capacity: max(length, 1))
+        bytes.initialize(repeating: 0)
+        _ = bytes.initialize(from: text.utf8)
+        count = length
     }
 
     /// The passphrase's length in bytes.

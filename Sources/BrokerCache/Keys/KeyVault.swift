@@ -1,4 +1,6 @@
+import CLinuxSupport
 import Foundation
+import Glibc
 
 /// Why the cache key cannot be had now: the cache stays locked and serves nothing sealed.
 ///
@@ -40,43 +42,38 @@ public struct KeyUnavailable: Error, Sendable, CustomStringConvertible {
 ///
 /// Every call blocks (the bus, the TPM, Argon2id): ``CacheVault`` makes them one at a time on a thread of its own.
 public final class KeyVault: Sendable {
-    /// The steps of a move, in order; a `kill -9` between any two leaves a cache that opens with all its tokens.
-    public enum MoveStep: String, Sendable, CaseIterable {
-        /// The new store keeps the key.
-        case saved
-        /// The key read back from the new store is the same.
-        case verified
-        /// The record names the new store (durably): from here on the key is found there.
-        case recorded
-        /// What the old store kept (the key file, the keyring's item) is removed.
-        case discarded
-    }
-
     /// The state directory's files.
     public let location: CacheLocation
     /// The stores a new key is offered to, in order.
     public let order: [KeyStoreKind]
     private let stores: [KeyStoreKind: any KeyStore]
     private let keyring = SecretServiceKeyStore()
-    private let afterStep: @Sendable (MoveStep) -> Void
+    /// Where the keyring daemons keep their files (gnome-keyring `keyrings/`, KWallet `kwalletd/`): the user's data
+    /// directory.
+    private let keyringData: URL?
 
-    /// A vault over `location`'s files trying `order`; `environment` names the TPM's TCTI
-    /// (`TOKENBROKER_TPM_TCTI`); `afterStep` runs after each step of a move (a test kills the daemon there).
+    /// A vault over `location`'s files trying `order`; `environment` names the TPM's TCTI (`TOKENBROKER_TPM_TCTI`)
+    /// and the user's data directory (`XDG_DATA_HOME`, `HOME`).
     public init(
         location: CacheLocation,
         order: [KeyStoreKind] = KeyStoreKind.defaultOrder,
-        environment: [String: String] = [:],
-        afterStep: @escaping @Sendable (MoveStep) -> Void = { _ in }
+        environment: [String: String] = [:]
     ) {
         self.location = location
         self.order = order.isEmpty ? KeyStoreKind.defaultOrder : order
+        if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
+            keyringData = URL(filePath: data)
+        } else if let home = environment["HOME"], home.hasPrefix("/") {
+            keyringData = URL(filePath: home).appending(path: ".local/share")
+        } else {
+            keyringData = nil
+        }
         stores = [
             .secretService: keyring,
             .tpm: TPMKeyStore(tcti: TPMKeyStore.tcti(environment: environment)),
             .passphrase: PassphraseKeyStore(),
             .file: FileKeyStore(url: location.keyURL),
         ]
-        self.afterStep = afterStep
     }
 
     /// The key, and where it is kept.
@@ -108,7 +105,7 @@ public final class KeyVault: Sendable {
         }
         if let record { return try openRecorded(record, passphrase: passphrase) }
         if let key = try loadLegacyFile() {
-            let record = KeyRecord(store: .file, cacheID: KeyRecord.newCacheID(), chosen: false)
+            let record = KeyRecord(store: .file, cacheID: KeyRecord.cacheID(of: key), chosen: false)
             return settle(key, in: record, written: false)
         }
         guard !SQLiteTokenStore.holdsData(at: location.databaseURL) else {
@@ -126,7 +123,11 @@ public final class KeyVault: Sendable {
 
     /// Moves `key` from where `record` says to `kind`; the returned record names the new place.
     ///
-    /// Moving to where it already is re-wraps it (a new passphrase) or only marks the store as chosen.
+    /// Moving to where it already is re-wraps it (a new passphrase) or only marks the store as chosen. The steps, in
+    /// order: the new store keeps the key; the key read back from it is the same; the record names the new store
+    /// (durably: from here on the key is found there); what the old store kept (the key file, the keyring's item)
+    /// is removed. A `kill -9` anywhere among them leaves a cache that opens with all its tokens (Tests/keys cuts
+    /// each file operation of a move in turn).
     public func move(
         _ key: KeyMemory,
         from record: KeyRecord,
@@ -137,17 +138,30 @@ public final class KeyVault: Sendable {
         var moved = KeyRecord(store: kind, cacheID: record.cacheID, chosen: chosen)
         let store = store(kind)
         try store.save(key, into: &moved, passphrase: passphrase)
-        afterStep(.saved)
         guard try store.load(moved, passphrase: passphrase).matches(key) else {
             throw .failed("the \(kind.rawValue) store gave back another key than it was given")
         }
-        afterStep(.verified)
+        if kind == .secretService { flushKeyringFiles() }
         if record.store != kind, record.store == .file || record.store == .secretService {
             moved.previous = record.store
         }
         try write(moved)
-        afterStep(.recorded)
         return discardPrevious(moved, cacheID: record.cacheID)
+    }
+
+    /// Writes out the file systems of the user's data directory and of the state directory.
+    ///
+    /// The keyring answered that it holds the key, which says only that its process does: its file may still be in
+    /// the page cache, and its rename not on disk (gnome-keyring syncs the file, not its directory). This runs before
+    /// the old copy of the key can go, so a power cut after that finds the key in the keyring's file. A keyring that
+    /// saves on its own schedule (KeePassXC without its save-on-change setting) is beyond this; SECURITY.md says so.
+    private func flushKeyringFiles() {
+        for directory in [keyringData, location.stateDirectory].compactMap({ $0 }) {
+            let fd = Glibc.open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            _ = tb_syncfs(fd)
+            close(fd)
+        }
     }
 
     /// Asks the keyring to unlock its default collection (on a desktop, its own prompt); nil when it did.
@@ -213,7 +227,7 @@ public final class KeyVault: Sendable {
         } catch {
             throw KeyUnavailable(store: nil, problem: .failed("\(error)"), hint: "see the journal")
         }
-        let cacheID = KeyRecord.newCacheID()
+        let cacheID = KeyRecord.cacheID(of: key)
         var passed: [String] = []
         for kind in order {
             var record = KeyRecord(store: kind, cacheID: cacheID, chosen: false)
@@ -272,7 +286,6 @@ public final class KeyVault: Sendable {
         } catch {
             return record
         }
-        afterStep(.discarded)
         return done
     }
 

@@ -31,15 +31,23 @@ struct PassphraseKeyStore: KeyStore {
         )
         do {
             let box = try AES.GCM.SealedBox(combined: wrap.sealedKey)
-            let opened = try derived.withKey { key in
+            // The unwrapped key goes straight into the key's own page; its one heap copy is wiped (not a
+            // copy-on-write copy of it, as wiping a second variable holding it would).
+            var opened = try derived.withKey { key in
                 try AES.GCM.open(box, using: key, authenticating: Data("tokenbroker key \(record.cacheID)".utf8))
             }
-            var bytes = opened
-            defer { bytes.resetBytes(in: 0..<bytes.count) }
-            guard bytes.count == KeyMemory.length else {
+            defer {
+                opened.withUnsafeMutableBytes { if let start = $0.baseAddress { explicit_bzero(start, $0.count) } }
+            }
+            guard opened.count == KeyMemory.length,
+                let key = try KeyMemory.filled({ target in
+                    opened.copyBytes(to: target)
+                    return true
+                })
+            else {
                 throw KeyStoreProblem.failed("the wrapped key has the wrong length")
             }
-            return try KeyMemory(SymmetricKey(data: bytes))
+            return key
         } catch let problem as KeyStoreProblem {
             throw problem
         } catch {

@@ -11,6 +11,12 @@ int tb_spawn_file_actions_addclosefrom(posix_spawn_file_actions_t *actions, int 
 /// prctl(PR_SET_DUMPABLE, 0): no core dump, and no ptrace or /proc/<pid>/mem by other processes of the user.
 int tb_set_nondumpable(void);
 
+/// syncfs(2) (declared only under _GNU_SOURCE): writes out everything cached for the file system holding `fd`.
+int tb_syncfs(int fd);
+
+/// prctl(PR_GET_DUMPABLE): 1 when the process may be dumped, 0 when not.
+int tb_is_dumpable(void);
+
 /// madvise(MADV_DONTDUMP) over the pages holding [address, address + length).
 int tb_exclude_from_core_dumps(void *address, size_t length);
 

@@ -1,18 +1,18 @@
 import CLinuxSupport
-import Foundation
+public import Foundation
 
 /// What the daemon does to itself before it opens anything: files it creates are private, no core dump holds its
 /// tokens, no other process of the user attaches to it, and no descriptor it inherited leaks into a browser.
 ///
 /// Under systemd the unit does most of this too (`UMask=`, `LimitCORE=`, `LimitNOFILE=`); a daemon started by
 /// hand gets the same from here.
-enum ProcessHardening {
+public enum ProcessHardening {
     /// How many descriptors the daemon asks for, at most: enough for every connection, sign-in and provider call it
     /// allows at once, with room to spare.
-    static let wantedDescriptors: rlim_t = 8192
+    public static let wantedDescriptors: rlim_t = 8192
 
     /// Applies everything; returns what could not be done, for the log (none of it stops the daemon).
-    static func apply() -> [String] {
+    public static func apply() -> [String] {
         var problems: [String] = []
         // Files the daemon creates (the database and its journal files, the socket) are for the user alone.
         umask(0o077)
@@ -43,7 +43,7 @@ enum ProcessHardening {
     }
 
     /// Sets close-on-exec on every open descriptor above 2.
-    private static func closeOnExec() -> [String] {
+    static func closeOnExec() -> [String] {
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else {
             return ["cannot list /proc/self/fd to mark inherited descriptors close-on-exec"]
         }
