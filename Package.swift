@@ -297,6 +297,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The CLI's own logic (git's credential protocol, kubectl's ExecCredential, the start-up path's reading):
+        // unit tests of the executable's code; Tests/tools runs the built CLI with the real git and kubectl client.
+        .testTarget(
+            name: "TokenbrokerCLITests",
+            dependencies: ["tokenbroker", "BrokerClient", "BrokerProtocol"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "BrokerClientTests",
             dependencies: ["BrokerClient", "BrokerProtocol", "BrokerTestSupport", nioCore, nioEmbedded],

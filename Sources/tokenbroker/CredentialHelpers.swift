@@ -253,7 +253,12 @@ struct KubeCredential: AsyncParsableCommand {
 
     /// What KUBERNETES_EXEC_INFO asks for: the apiVersion to answer in, or why it cannot be read.
     static func requestedAPIVersion() -> Result<String, Failure> {
-        guard let info = getenv("KUBERNETES_EXEC_INFO").map({ String(cString: $0) }), !info.isEmpty else {
+        requestedAPIVersion(execInfo: getenv("KUBERNETES_EXEC_INFO").map { String(cString: $0) })
+    }
+
+    /// The apiVersion the ExecCredential `info` (KUBERNETES_EXEC_INFO's value) asks for: v1 when there is none.
+    static func requestedAPIVersion(execInfo info: String?) -> Result<String, Failure> {
+        guard let info, !info.isEmpty else {
             return .success(apiVersions[0])
         }
         guard case .success(let version) = SilentCall.stringMember("apiVersion", ofObject: Array(info.utf8)) else {
@@ -362,6 +367,11 @@ enum CredentialInput {
         let read = input ?? Files.contents(nil)
         input = read
         guard case .read(let bytes) = read else { return .malformed("cannot read stdin") }
+        return parse(bytes)
+    }
+
+    /// The attributes of git's input `bytes`, or why it is refused.
+    static func parse(_ bytes: [UInt8]) -> Reading {
         guard bytes.count <= maximumBytes else { return .malformed("the input is over 64 KiB") }
         guard String(validating: bytes, as: UTF8.self) != nil, !bytes.contains(0) else {
             return .malformed("the input is not UTF-8 text")

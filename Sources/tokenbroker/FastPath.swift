@@ -92,7 +92,7 @@ enum FastPath {
     nonisolated(unsafe) private static var kept: BlockingConnection?
 
     /// The commands answered here.
-    private enum Command: String {
+    enum Command: String {
         case token
         case kubeCredential = "kube-credential"
         case gitCredential = "git-credential"
@@ -101,7 +101,7 @@ enum FastPath {
     /// A command's options in the plain form only: `--name value` and flags, each once (`--scope` repeated).
     ///
     /// And git's action. Plain variables, not a dictionary: a new generic type costs a conformance scan at start.
-    private struct Options {
+    struct Options {
         var socket: String?
         var clientId: String?
         var scopes: [String] = []
