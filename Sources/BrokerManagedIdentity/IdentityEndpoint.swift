@@ -245,9 +245,12 @@ public final class IdentityEndpoint: Service, Sendable {
         let peer = channel.remoteAddress?.ipAddress ?? ""
         let admitted = count.admit(peer)
         channel.closeFuture.whenComplete { _ in if admitted { count.leave(peer) } }
+        // Malformed HTTP is answered by the request handler (431 or 400, then a lingering close), not by NIO's error
+        // handler, whose close at once lets the kernel reset the connection and drop the answer while the client is
+        // still sending.
         try channel.pipeline.syncOperations.configureHTTPServerPipeline(
             withPipeliningAssistance: false,
-            withErrorHandling: true
+            withErrorHandling: false
         )
         // However slowly a request comes, the connection is closed when the timeout passes before it is complete
         // (the answer may then take as long as the identity provider does, within the broker's own timeouts).

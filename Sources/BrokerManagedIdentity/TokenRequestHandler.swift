@@ -74,7 +74,22 @@ final class TokenRequestHandler: ChannelInboundHandler {
         }
     }
 
-    private func reply(_ reply: Reply, context: ChannelHandlerContext) {
+    /// Bytes that are not HTTP (or headers over NIO's 80 KiB): 431 or 400 in the SDKs' error shape, then the output
+    /// closed while the rest of what the client sends is read and dropped, so that it reads the answer instead of a
+    /// reset; the request's deadline closes the connection at the latest.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard admitted, !answering, let parse = error as? HTTPParserError else {
+            context.close(promise: nil)
+            return
+        }
+        let reply: Reply =
+            parse == .headerOverflow
+            ? .failure(.requestHeaderFieldsTooLarge, "the request's headers are over 80 KiB")
+            : .failure(.badRequest, "not an HTTP request the endpoint reads: \(parse)")
+        self.reply(reply, context: context, lingering: true)
+    }
+
+    private func reply(_ reply: Reply, context: ChannelHandlerContext, lingering: Bool = false) {
         answering = true
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/json; charset=utf-8")
@@ -85,7 +100,9 @@ final class TokenRequestHandler: ChannelInboundHandler {
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: reply.body)))), promise: nil)
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            channel.close(mode: lingering ? .output : .all, promise: nil)
+        }
     }
 }
 
