@@ -4,7 +4,8 @@
 #
 #   scripts/bench.sh [--quick]        --quick: fewer round trips, shorter windows (for a smoke run)
 #
-# Prints a report (markdown) on stdout; raw results go to .build-bench/results.jsonl.
+# Prints a report (markdown) on stdout; raw results go to .build-bench/results.jsonl. One daemon joins a private
+# session bus of the benchmark's own, for the Broker1 figures; every other daemon runs with --no-bus.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
@@ -12,7 +13,8 @@ source scripts/lib.sh
 COUNT=100000; SECONDS_PER_RUN=3; TOKEN_RUNS=200
 [ "${1:-}" = "--quick" ] && { COUNT=20000; SECONDS_PER_RUN=1; TOKEN_RUNS=50; }
 
-need_packages libsqlite3-dev libsystemd-dev libsecret-1-dev libtss2-dev libargon2-dev pkg-config gcc hyperfine >&2
+need_packages libsqlite3-dev libsystemd-dev libsecret-1-dev libtss2-dev libargon2-dev pkg-config gcc hyperfine \
+  dbus-daemon python3-dbus python3-gi >&2
 echo "building release binaries (static Swift runtime)" >&2
 swift build "${RELEASE_BUILD[@]}" --product tokenbrokerd >&2
 swift build "${RELEASE_BUILD[@]}" --product tokenbroker >&2
@@ -21,13 +23,16 @@ BIN=$(swift build "${RELEASE_BUILD[@]}" --show-bin-path)
 OUT=.build-bench; mkdir -p "$OUT"; RESULTS="$OUT/results.jsonl"; : > "$RESULTS"
 cc -O2 -o "$OUT/floor_server" Benchmarks/floor/floor_server.c
 
-WORK=$(mktemp -d); DAEMON=""; FLOOR=""; IDP=""
-cleanup() { for pid in $DAEMON $FLOOR $IDP; do kill "$pid" 2>/dev/null || true; done; rm -rf "$WORK"; }
+WORK=$(mktemp -d); DAEMON=""; FLOOR=""; IDP=""; DBUS=""
+cleanup() { for pid in $DAEMON $FLOOR $IDP $DBUS; do kill "$pid" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-start_daemon() {  # $1: name
+start_daemon() {  # $1: name; $2: the address of a session bus to join (without it, --no-bus)
+  local bus=(--no-bus) environment=()
+  [ -n "${2:-}" ] && { bus=(); environment=(env DBUS_SESSION_BUS_ADDRESS="$2"); }
   rm -rf "$WORK/$1"; mkdir -p "$WORK/$1"
-  "$BIN/tokenbrokerd" --no-bus --socket "$WORK/$1/broker.sock" --state-directory "$WORK/$1/state" 2>"$WORK/$1.log" &
+  "${environment[@]}" "$BIN/tokenbrokerd" "${bus[@]}" --socket "$WORK/$1/broker.sock" \
+    --state-directory "$WORK/$1/state" 2>"$WORK/$1.log" &
   DAEMON=$!
   for _ in $(seq 1500); do listening "$WORK/$1/broker.sock" && return; sleep 0.02; done
   echo "the daemon did not listen within 30 s; see $WORK/$1.log" >&2; exit 1
@@ -96,6 +101,52 @@ for name in git kube; do
 done
 scripts/bench-oidc-token.sh "$TOKEN_RUNS" | tee -a "$RESULTS" >/dev/null || echo "the oidc-token comparison failed (see above)" >&2
 kill "$DAEMON"; wait "$DAEMON" 2>/dev/null || true
+
+# --- Broker1 on the session bus (begin)
+echo "=== a cached acquireTokenSilently over the session bus (Broker1) beside the socket, one client each" >&2
+# A private dbus-daemon of the benchmark's own (never the user's session bus), and one daemon joined to it with the
+# same 10 tokens. One Python process times the same request through both doors in alternating rounds: dbus-python
+# through the dbus-daemon, and a plain Unix-socket client; the Swift client then times that daemon's socket too.
+BUS_NAME=com.microsoft.identity.broker1
+mkdir -p "$WORK/dbus"
+cat > "$WORK/dbus/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path=$WORK/dbus/socket</listen>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+CONF
+dbus-daemon --config-file="$WORK/dbus/bus.conf" --nofork --print-address=3 3>"$WORK/dbus/address" \
+  2>"$WORK/dbus/log" </dev/null & DBUS=$!
+for _ in $(seq 1500); do [ -s "$WORK/dbus/address" ] && break; sleep 0.02; done
+BUS_ADDRESS=$(head -n 1 "$WORK/dbus/address")
+[ -n "$BUS_ADDRESS" ] || { echo "dbus-daemon did not start; see $WORK/dbus/log" >&2; exit 1; }
+start_daemon bus "$BUS_ADDRESS"
+for _ in $(seq 1500); do busctl --address="$BUS_ADDRESS" status "$BUS_NAME" >/dev/null 2>&1 && break; sleep 0.02; done
+busctl --address="$BUS_ADDRESS" status "$BUS_NAME" >/dev/null 2>&1 \
+  || { echo "the daemon did not take $BUS_NAME within 30 s; see $WORK/bus.log" >&2; exit 1; }
+bench seed --socket "$WORK/bus/broker.sock" --tokens 10 --request-file "$WORK/request-bus.json" >/dev/null
+# The same request as Broker1's clients send it: authParameters, the account by its home account id.
+python3 - "$WORK/request-bus.json" > "$WORK/request-broker1.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["params"]["authParameters"]
+print(json.dumps({"authParameters": {
+    "clientId": p["clientId"], "authority": p["authority"], "requestedScopes": p["requestedScopes"],
+    "account": {"homeAccountId": p["account"]["identifier"]},
+    "redirectUri": "https://login.microsoftonline.com/common/oauth2/nativeclient"}}))
+PY
+/usr/bin/python3 Tests/broker1/bus_client.py "$BUS_ADDRESS" time $((COUNT / 5)) "$WORK/request-broker1.json" \
+  "$WORK/bus/broker.sock" "$WORK/request-bus.json" | tee -a "$RESULTS" >/dev/null
+bench latency --label "broker, bus on" --socket "$WORK/bus/broker.sock" --request "$WORK/request-bus.json" \
+  --count "$COUNT" >/dev/null
+kill "$DAEMON" "$DBUS"; wait "$DAEMON" "$DBUS" 2>/dev/null || true; DBUS=""
+# --- Broker1 on the session bus (end)
 
 echo "=== broker with 10,000 cached tokens" >&2
 start_daemon large

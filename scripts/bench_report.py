@@ -12,6 +12,24 @@ print("|---|---|---|---|---|---|")
 for r in by("latency"):
     print(f"| {r['label']} | {r['p50_us']:.1f} | {r['p90_us']:.1f} | {r['p99_us']:.1f} | {r['p999_us']:.1f} | {r['response_bytes']} |")
 
+doors = {r["label"]: r for r in by("door_latency")}
+if doors:
+    print("\n### Broker1 on the session bus beside the socket (cached acquireTokenSilently, one client, µs)\n")
+    print("One daemon joined to a private dbus-daemon; one Python process sends the same request through each door in "
+          "alternating rounds (dbus-python through the dbus-daemon; a plain Unix-socket client). `broker, bus on` "
+          "above is that daemon's socket timed by the Swift client.\n")
+    print("| door | p50 | p90 | p99 | answer bytes | calls |")
+    print("|---|---|---|---|---|---|")
+    for label in ("bus", "socket"):
+        if label in doors:
+            r = doors[label]
+            print(f"| {label} | {r['p50_us']:.1f} | {r['p90_us']:.1f} | {r['p99_us']:.1f} | {r['response_bytes']} | "
+                  f"{r['count']:,} |")
+    if "bus" in doors and "socket" in doors:
+        b, o = doors["bus"], doors["socket"]
+        print(f"\n- the bus costs {b['p50_us'] - o['p50_us']:.0f} µs more than the socket at p50 "
+              f"({b['p50_us'] / o['p50_us']:.1f}×) and {b['p99_us'] - o['p99_us']:.0f} µs more at p99")
+
 print("\n### Throughput and server CPU per request\n")
 print("| clients | floor req/s | broker req/s | broker / floor | floor CPU µs/req | broker CPU µs/req | broker p50 / p99 µs |")
 print("|---|---|---|---|---|---|---|")

@@ -321,6 +321,10 @@ public struct Broker1Translator: Sendable {
         case .interactionRequired, .noAccount: return .interactionRequired
         case .invalidParams where failure.details.field == ParamField.authParameters(.account).path:
             return .interactionRequired
+        case .invalidParams
+        where failure.details.field == ParamField(AcquireTokenInteractivelyParams.CodingKeys.webviewType).path:
+            // The browser the user's configuration names could not start: theirs to fix, not the app's request.
+            return .incorrectConfiguration
         case .invalidParams, .invalidRequest, .parseError, .methodNotFound, .unsupportedProtocolVersion,
             .frameTooLarge:
             return .apiContractViolation
@@ -338,7 +342,8 @@ public struct Broker1Translator: Sendable {
 
     static func error(_ failure: BrokerFailure) -> String {
         var context = failure.message
-        if let description = failure.details.errorDescription, !description.isEmpty {
+        // The provider's description, unless the message already carries it (a refusal's message quotes it).
+        if let description = failure.details.errorDescription, !description.isEmpty, !context.contains(description) {
             context += ": \(description)"
         }
         let answer = Broker1.ErrorAnswer(status(of: failure), context, errorCode: failure.code)

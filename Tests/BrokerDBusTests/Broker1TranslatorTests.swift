@@ -144,10 +144,27 @@ import Testing
             (BrokerFailure(.throttled, "x"), .transientError),
             (BrokerFailure(.brokerBusy, "x"), .transientError),
             (BrokerFailure(.unauthorizedClient, "x"), .incorrectConfiguration),
+            // The user's configured browser could not start: the user's to fix, not a bad request of the app's.
+            (
+                BrokerFailure(.invalidParams, "x", details: .init(field: "params.webviewType")),
+                .incorrectConfiguration
+            ),
+            (BrokerFailure(.cacheLocked, "x"), .transientError),
             (BrokerFailure(.internalError, "x"), .unexpected),
         ]
         for (failure, status) in cases {
             #expect(Broker1Translator.status(of: failure) == status, "\(failure.code)")
+        }
+    }
+
+    /// The provider's description joins the context once, also when the message quotes it already.
+    @Test func theProvidersDescriptionIsSaidOnce() throws {
+        let description = "AADSTS50076: multi-factor authentication is required"
+        for message in ["the identity provider refused the request", "refused (interaction_required): \(description)"] {
+            let failure = BrokerFailure(.interactionRequired, message, details: .init(errorDescription: description))
+            let object = try JSONSerialization.jsonObject(with: Data(Broker1Translator.error(failure).utf8))
+            let context = try #require(((object as? [String: Any])?["error"] as? [String: Any])?["context"] as? String)
+            #expect(context.components(separatedBy: description).count == 2, "\(context)")
         }
     }
 }

@@ -28,7 +28,10 @@ import Testing
         let redirect = await receiver.redirect()
         #expect(redirect == "\(base)/?code=c&state=right")
         await receiver.close()
-        await #expect(throws: TransportError.self) { _ = try await get("\(base)/?code=c&state=right") }
+        // Closed: refused, and the error says so as the system does (not NIO's "connection reset (error set)").
+        let refused = await #expect(throws: TransportError.self) { _ = try await get("\(base)/?code=c&state=right") }
+        #expect(refused?.kind == .connection)
+        #expect(refused?.reason == "could not connect to 127.0.0.1:\(receiver.port): Connection refused (errno 111)")
     }
 
     @Test func usesTheAppsLoopbackHostAndPath() async throws {

@@ -112,7 +112,7 @@ public final class AsyncHTTPTransport: HTTPTransport {
         }
         // None of these errors carries a request body (requests with secrets are POSTs whose URL has no query), so
         // their text is safe to keep.
-        let reason = String(describing: error).prefix(200)
+        let reason = Self.reason(error)
         if Self.neverConnected(error) {
             return TransportError(.connection, "could not connect to \(target): \(reason)")
         }
@@ -121,6 +121,21 @@ public final class AsyncHTTPTransport: HTTPTransport {
 }
 
 extension AsyncHTTPTransport {
+    /// What a socket error says to a person: the system's text for its errno (`Connection refused`), not NIO's
+    /// description of the call that saw it; anything else as it describes itself, at most 200 characters.
+    fileprivate static func reason(_ error: any Error) -> String {
+        if let error = error as? IOError {
+            return "\(String(cString: strerror(error.errnoCode))) (errno \(error.errnoCode))"
+        }
+        if let error = error as? NIOConnectionError,
+            let io = (error.connectionErrors.map(\.error) + [error.dnsAAAAError, error.dnsAError].compactMap { $0 })
+                .lazy.compactMap({ $0 as? IOError }).first
+        {
+            return "\(String(cString: strerror(io.errnoCode))) (errno \(io.errnoCode))"
+        }
+        return String(String(describing: error).prefix(200))
+    }
+
     /// Whether `error` means no connection was made, so nothing was sent: refused, unreachable, the name unknown.
     fileprivate static func neverConnected(_ error: any Error) -> Bool {
         if error is NIOConnectionError || error is SocketAddressError { return true }
