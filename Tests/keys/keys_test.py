@@ -300,12 +300,50 @@ class KeysTest(Checks):
             expect(not (place / "state" / "cache.key").exists(), "a key file was made while locked")
         finally:
             self.keyring_control("unlock", KEYRING_PASSWORD)
-        # `tokenbroker unlock` has the broker try the keyring again at once (a request would, within a second).
-        unlocked = daemon.cli("unlock")
-        expect(unlocked.returncode == 0, f"unlock: {unlocked.returncode}: {unlocked.stderr.strip()[-300:]}")
+        # Unlocked at the keyring itself (the user at their desktop): the broker sees it when next asked, with no
+        # `tokenbroker unlock`; even `key status` asks the keyring again (at most once a second).
+        wait_for("key status to see the keyring unlocked", lambda: not self.key_status(daemon)["locked"], 60)
         served = self.token(daemon)
         expect(served.returncode == 0, f"token after unlocking: {served.returncode}: {served.stderr.strip()[-300:]}")
         self.expect_all_tokens(daemon, "after unlocking")
+        expect(daemon.stop() == 0, "the daemon did not exit 0")
+        # `tokenbroker unlock` has the broker try the keyring again at once.
+        self.keyring_control("lock")
+        try:
+            daemon = self.start(place, keyring=True)
+            expect(self.key_status(daemon)["locked"], "the cache opened on a locked keyring")
+        finally:
+            self.keyring_control("unlock", KEYRING_PASSWORD)
+        unlocked = daemon.cli("unlock")
+        expect(unlocked.returncode == 0, f"unlock: {unlocked.returncode}: {unlocked.stderr.strip()[-300:]}")
+        expect(not self.key_status(daemon)["locked"], "still locked after tokenbroker unlock")
+        expect(daemon.stop() == 0, "the daemon did not exit 0")
+
+    def the_users_order_decides_and_a_new_cache_waits_for_a_locked_keyring(self) -> None:
+        """key-stores in tokenbrokerd.conf decides where a new cache's key goes, between two stores both there; a new
+        cache whose first store is a locked keyring waits for it (locked, no key anywhere), and keeps its key there
+        once the keyring is unlocked."""
+        for order, expected in (("tpm secret-service file", "tpm"), ("secret-service tpm file", "secret-service")):
+            place = self.place("order-" + expected)
+            daemon = self.start(place, keyring=True, tpm=self.tpm, stores=order)
+            status = self.key_status(daemon)
+            expect(status["store"] == expected and not status["locked"], f"{order}: the key went to {status}")
+            expect(daemon.stop() == 0, "the daemon did not exit 0")
+        place = self.place("new-on-locked")
+        self.keyring_control("lock")
+        try:
+            daemon = self.start(place, keyring=True, stores="secret-service file")
+            status = self.key_status(daemon)
+            expect(status["locked"] and status["store"] == "secret-service", f"a new cache on a locked keyring: {status}")
+            state = place / "state"
+            expect(not (state / "cache.key").exists() and self.record(state) is None,
+                   "a key was made elsewhere while the keyring was locked")
+        finally:
+            self.keyring_control("unlock", KEYRING_PASSWORD)
+        wait_for("the new cache's key in the unlocked keyring", lambda: not self.key_status(daemon)["locked"], 60)
+        record = self.record(place / "state")
+        expect(record is not None and record["store"] == "secret-service", f"the new key went to {record}")
+        self.keyring_control("read", record["cacheID"])
         expect(daemon.stop() == 0, "the daemon did not exit 0")
 
     def without_the_keyring_the_cache_stays_locked_and_whole(self) -> None:
@@ -586,6 +624,8 @@ class KeysTest(Checks):
                    self.a_locked_keyring_locks_the_cache_until_unlocked)
         self.check("no keyring at all: locked and whole; back with it: every token",
                    self.without_the_keyring_the_cache_stays_locked_and_whole)
+        self.check("the user's key-stores order decides; a new cache waits for a locked keyring",
+                   self.the_users_order_decides_and_a_new_cache_waits_for_a_locked_keyring)
         self.check("the key moves to the TPM; a copy on another TPM opens nothing; the original does",
                    self.moves_to_the_tpm_and_only_that_tpm_opens_it)
         self.check("libsecret and tpm2-tss broken: the daemon runs, says which, locked and whole; mended: every "
