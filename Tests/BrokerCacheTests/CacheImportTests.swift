@@ -34,6 +34,47 @@ struct CacheImportTests {
         #expect(expiredPlan.skipped.map(\.reason) == ["the access token has expired"])
     }
 
+    /// Every reason an import gives for an entry it leaves out is one Protocol/ §9.6 lists, word for word (an app
+    /// reads them, and the independent client found one that the list lacked).
+    @Test func everySkipReasonIsTheProtocols() throws {
+        let held = try read(CacheFixtures.msalCache(expiresOn: now + 7200, label: "new"))
+        let current = CacheContents(held.entries)
+        var reasons = Set<String>()
+        // Older tokens; the same document again; an expired one; a key twice.
+        for document in [
+            CacheFixtures.msalCache(expiresOn: now + 3600, label: "old"),
+            CacheFixtures.msalCache(expiresOn: now + 7200, label: "new"),
+            CacheFixtures.msalCache(expiresOn: now - 10, label: "gone"),
+        ] {
+            let plan = try read(document)
+            reasons.formUnion(
+                CacheImport(entries: plan.entries, skipped: plan.skipped, into: current, now: now).skipped.map(\.reason)
+            )
+        }
+        let twice = try read(CacheFixtures.msalCache(label: "x")).entries
+        reasons.formUnion(
+            CacheImport(entries: twice + twice, skipped: [], into: CacheContents(), now: now).skipped.map(\.reason)
+        )
+        #expect(
+            reasons.isSuperset(of: [
+                "the access token has expired", "the broker holds a newer access token",
+                "the broker already holds this refresh token", "a second entry with the same key",
+            ]),
+            "\(reasons)"
+        )
+        // The text as one line: its lines are wrapped, and a reason may be cut across two.
+        let protocolText = try String(
+            contentsOf: URL(filePath: #filePath).deletingLastPathComponent().appending(
+                path: "../../Protocol/README.md"
+            ),
+            encoding: .utf8
+        )
+        .split(whereSeparator: { $0 == " " || $0 == "\n" }).joined(separator: " ")
+        for reason in reasons {
+            #expect(protocolText.contains("\"\(reason)\""), "Protocol §9.6 does not list \"\(reason)\"")
+        }
+    }
+
     /// Family membership the broker learned is not erased by a file that lacks it.
     @Test func keepsKnownFamilyMembership() throws {
         let current = CacheContents(try read(CacheFixtures.msalCache(familyId: "1")).entries)

@@ -338,6 +338,25 @@ final class EventLog: Sendable {
         try await finish()
     }
 
+    /// The provider refuses the code at its redemption (`invalid_grant`): the app hears `interaction_required`,
+    /// with the provider's error, as Protocol/ §10.4 says (not `server_error`: another sign-in is what helps).
+    @Test func aRefusedCodeNeedsAnotherSignIn() async throws {
+        _ = try await provider.control(
+            "fail-next",
+            ["count": 1, "status": 400, "error": "invalid_grant", "grantType": "authorization_code"]
+        )
+        let browser = try EntraTestProvider.browser(signingIn: "ada@contoso.example", in: directory)
+        let signIn = try request(.customBrowser, browser: browser)
+        do {
+            _ = try await broker.acquireToken(signIn) { _ in }
+            Issue.record("a sign-in whose code was refused succeeded")
+        } catch {
+            #expect(error.code == .interactionRequired)
+            #expect(error.details?.error == "invalid_grant")
+        }
+        try await finish()
+    }
+
     /// A signed-in account named in the request is answered from the cache: no sign-in is shown.
     @Test func triesSilentFirst() async throws {
         let browser = try EntraTestProvider.browser(signingIn: "ada@contoso.example", in: directory)
