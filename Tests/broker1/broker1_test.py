@@ -21,9 +21,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,13 +66,16 @@ def shown(answer: Any) -> str:
 
 
 class Bus:
-    """A private session bus: dbus-daemon with a configuration of its own."""
+    """A private session bus: dbus-daemon with a configuration of its own. `any_user`: every uid may connect (a
+    system bus's policy), in a directory all may reach, for the check that another user is refused by the broker
+    itself."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, any_user: bool = False) -> None:
         self.services = directory / "dbus-services"
         self.services.mkdir()
         self.socket = directory / "bus"
         config = directory / "bus.conf"
+        users = '<allow user="*"/>' if any_user else ""
         config.write_text(f"""<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
@@ -78,6 +83,7 @@ class Bus:
   <listen>unix:path={self.socket}</listen>
   <servicedir>{self.services}</servicedir>
   <policy context="default">
+    {users}
     <allow send_destination="*" eavesdrop="true"/>
     <allow eavesdrop="true"/>
     <allow own="*"/>
@@ -612,6 +618,41 @@ class Broker1Test(Checks):
         self.token_of(self.bus.call("acquireTokenSilently", self.silent_request(MSAL_APP, ADA)),
                       "ada's cached token with the provider down")
 
+    def another_user_on_the_bus_is_refused(self) -> None:
+        """A bus that lets every uid connect (as a system bus does, or a session bus shared too widely): a call from
+        another user reaches the broker, which refuses it with a Broker1 error object (the caller's uid from the bus
+        daemon) and logs the refusal; the broker's own user is still served."""
+        if os.getuid() != 0 or shutil.which("setpriv") is None:
+            print("     # not checked: needs root and setpriv to call as another uid (CI runs as root)", flush=True)
+            return
+        place = Path(tempfile.mkdtemp(prefix="tokenbroker-broker1-other-uid-"))
+        place.chmod(0o755)
+        bus = Bus(place, any_user=True)
+        daemon_home = place / "daemon"
+        daemon_home.mkdir(mode=0o700)
+        daemon = Daemon(self.binaries, daemon_home, self.provider.certificate, bus=True,
+                        extra={"DBUS_SESSION_BUS_ADDRESS": bus.address})
+        try:
+            wait_for("the broker's name on the open bus", lambda: bus.has_owner(NAME), WAIT)
+            bus.socket.chmod(0o666)
+            other = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+                                    SYSTEM_PYTHON, str(HERE / "bus_client.py"), bus.address, "call",
+                                    "getLinuxBrokerVersion", "other-uid", "{}"], capture_output=True, text=True, timeout=WAIT)
+            expect(other.returncode == 0, f"the other uid's call failed at the bus: {other.stderr[-300:]}")
+            answer = json.loads(json.loads(other.stdout)["answer"])
+            error = answer.get("error") or {}
+            expect("permission denied" in str(error.get("context")), f"another uid was answered: {shown(answer)}")
+            expect("linuxBrokerVersion" not in answer, "another uid was answered")
+            own = json.loads(json.loads(bus.client("call", "getLinuxBrokerVersion", "own-uid", "{}"))["answer"])
+            expect("linuxBrokerVersion" in own, f"the broker's own user was refused: {shown(own)}")
+            log = (daemon_home / "daemon.log").read_text()
+            expect("refused a Broker1 call from another user" in log and "caller_uid=65534" in log,
+                   "the refusal is not in the log")
+        finally:
+            daemon.stop()
+            bus.stop()
+            shutil.rmtree(place, ignore_errors=True)
+
     def no_token_in_the_logs(self) -> None:
         self.audit_barrier()
         logs = [self.directory / "daemon.log", self.directory / "second" / "daemon.log"]
@@ -709,6 +750,8 @@ class Broker1Test(Checks):
                    self.an_app_keeps_what_it_was_handed)
         self.check("with the provider unreachable, a refresh over the bus is status 4; a cached token still serves",
                    self.an_unreachable_provider_is_status_4)
+        self.check("a call from another uid on a bus open to all is refused by the broker and logged",
+                   self.another_user_on_the_bus_is_refused)
         self.check("no token the suite saw is in the daemons' logs", self.no_token_in_the_logs)
         self.check("the broker releases the name when it stops; the first Ping starts it again (D-Bus activation)",
                    self.the_first_ping_starts_the_service)
