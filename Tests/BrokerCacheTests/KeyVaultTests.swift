@@ -23,6 +23,26 @@ struct KeyVaultTests {
         return (location, written)
     }
 
+    /// The vault of a legacy cache whose key moved to the passphrase `right`: locked, as a daemon starts on it.
+    private func passphraseVault(
+        in directory: TemporaryDirectory,
+        clock: TestClock
+    ) async throws -> (CacheVault, [CacheEntry]) {
+        let (location, written) = try await legacyCache(in: directory)
+        let keys = KeyVault(location: location, order: [.file])
+        let current = try keys.open(passphrase: nil)
+        _ = try keys.move(
+            current.key,
+            from: current.record,
+            to: .passphrase,
+            passphrase: Passphrase("right"),
+            chosen: true
+        )
+        let vault = CacheVault(keys: keys, logger: Logger(label: "test"), clock: clock)
+        #expect(await vault.open() == false)
+        return (vault, written)
+    }
+
     private func opened(_ vault: KeyVault, passphrase: String? = nil) async throws -> TokenCache {
         let opened = try vault.open(passphrase: passphrase.map(Passphrase.init))
         return try await vault.location.openCache(key: opened.key, keyIsNew: opened.isNew)
@@ -111,19 +131,8 @@ struct KeyVaultTests {
     /// one (after the wait) opens it.
     @Test func wrongPassphrasesWaitLonger() async throws {
         let directory = try TemporaryDirectory()
-        let (location, written) = try await legacyCache(in: directory)
-        let keys = KeyVault(location: location, order: [.file])
-        let current = try keys.open(passphrase: nil)
-        _ = try keys.move(
-            current.key,
-            from: current.record,
-            to: .passphrase,
-            passphrase: Passphrase("right"),
-            chosen: true
-        )
         let clock = TestClock()
-        let vault = CacheVault(keys: keys, logger: Logger(label: "test"), clock: clock)
-        #expect(await vault.open() == false)
+        let (vault, written) = try await passphraseVault(in: directory, clock: clock)
         #expect(vault.lock?.store == .passphrase && vault.status.locked)
         await #expect(throws: KeyUnavailable.self) { try await vault.unlock(passphrase: Passphrase("wrong")) }
         do {
@@ -158,18 +167,7 @@ struct KeyVaultTests {
     /// told to wait, so the back-off bounds the guesses whatever the number of connections.
     @Test func passphrasesSentAtOnceAreTriedOneAtATime() async throws {
         let directory = try TemporaryDirectory()
-        let (location, _) = try await legacyCache(in: directory)
-        let keys = KeyVault(location: location, order: [.file])
-        let current = try keys.open(passphrase: nil)
-        _ = try keys.move(
-            current.key,
-            from: current.record,
-            to: .passphrase,
-            passphrase: Passphrase("right"),
-            chosen: true
-        )
-        let vault = CacheVault(keys: keys, logger: Logger(label: "test"), clock: TestClock())
-        #expect(await vault.open() == false)
+        let (vault, _) = try await passphraseVault(in: directory, clock: TestClock())
         let outcomes = await withTaskGroup(of: KeyUnavailable?.self) { group in
             for guess in 0..<8 {
                 group.addTask { () -> KeyUnavailable? in

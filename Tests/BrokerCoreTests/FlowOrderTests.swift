@@ -48,7 +48,7 @@ struct FlowOrderTests {
     private static let redirectUri = "https://app.example/cb"
 
     /// A broker whose sign-ins race their time limit on `clock`, which only the test moves.
-    private func broker(_ clock: ManualClock) async throws -> TokenBroker {
+    private func broker(_ clock: TestClock) async throws -> TokenBroker {
         TokenBroker(
             cache: try await TokenCache(store: InMemoryTokenStore([])),
             configuration: BrokerConfiguration(),
@@ -70,7 +70,7 @@ struct FlowOrderTests {
     )
 
     @Test func theSignInResumesOnlyAfterTheAnswerIsQueued() async throws {
-        let broker = try await broker(ManualClock())
+        let broker = try await broker(TestClock(holdingSleepers: true))
         let caller = Self.caller
         let handlers = broker.handlers(status: nil)
         let wire = Wire()
@@ -106,7 +106,7 @@ struct FlowOrderTests {
 
     /// A sign-in nobody completes ends at its time limit, on the broker's clock: not before, and with `timeout`.
     @Test func aSignInTimesOutOnTheBrokersClock() async throws {
-        let clock = ManualClock()
+        let clock = TestClock(holdingSleepers: true)
         let broker = try await broker(clock)
         let wire = Wire()
         let signIn = Task {

@@ -1,5 +1,5 @@
+import BrokerTestSupport
 import Logging
-import Synchronization
 import Testing
 
 @testable import BrokerSystemd
@@ -23,9 +23,9 @@ struct LogSanitizerTests {
     /// Everything the wrapped handler prints is clean: the message, the event's metadata, and the logger's own
     /// metadata however it was set (the token endpoint sets the client's correlation id on its logger).
     @Test func levelControlledCleansMessageAndEveryMetadata() {
-        let printed = Printed()
-        var logger = Logger(label: "test") { _ in
-            LevelControlled(Recording(printed: printed), control: LogLevelControl(.debug))
+        let capture = LogCapture()
+        var logger = Logger(label: "test") { label in
+            LevelControlled(capture.handler(label: label), control: LogLevelControl(.debug))
         }
         logger[metadataKey: "correlation_id"] = "id\nforged=1"
         logger.debug(
@@ -34,7 +34,7 @@ struct LogSanitizerTests {
         )
         logger.handler.metadata = ["set_whole": "x\ny"]
         logger.info("second")
-        let lines = printed.lines
+        let lines = capture.lines(containing: "")
         #expect(lines.count == 2)
         #expect(lines.allSatisfy { !$0.contains("\n") && !$0.contains("\r") }, "\(lines)")
         #expect(lines.first?.contains("correlation_id=id\\u{a}forged=1") == true, "\(lines)")
@@ -62,29 +62,5 @@ struct LogSanitizerTests {
         #expect(fields.allSatisfy { !$0.contains("\n") && !$0.contains("\u{2028}") }, "\(fields)")
         #expect(fields.contains("MESSAGE=token issued\\u{a}PRIORITY=0"))
         #expect(fields.contains("CORRELATION_ID=id\\u{a}MESSAGE=forged"))
-    }
-}
-
-/// What a handler printed, one string per event: the message and then `key=value` for every metadata value.
-private final class Printed: Sendable {
-    private let storage = Mutex<[String]>([])
-    var lines: [String] { storage.withLock { $0 } }
-    func append(_ line: String) { storage.withLock { $0.append(line) } }
-}
-
-private struct Recording: LogHandler {
-    let printed: Printed
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
-        let pairs = merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
-        printed.append(([event.message.description] + pairs).joined(separator: " "))
     }
 }

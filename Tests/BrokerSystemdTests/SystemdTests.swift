@@ -61,7 +61,7 @@ import Testing
         let socket = try NotifySocket(in: directory)
         setenv("NOTIFY_SOCKET", socket.path, 1)
         defer { unsetenv("NOTIFY_SOCKET") }
-        let clock = ManualClock()
+        let clock = TestClock(holdingSleepers: true)
         let status = Mutex("Serving: 0 connections")
         let service = WatchdogService(interval: .seconds(4), notifier: ServiceManagerNotifier(), clock: clock) {
             status.withLock { $0 }

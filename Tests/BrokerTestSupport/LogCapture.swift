@@ -10,7 +10,12 @@ public final class LogCapture: Sendable {
 
     /// A logger that writes here, at trace level.
     public func logger(label: String = "test") -> Logger {
-        Logger(label: label) { label in CaptureHandler(label: label, capture: self) }
+        Logger(label: label) { label in Handler(label: label, capture: self) }
+    }
+
+    /// A handler that writes here, for a test that wraps it (the level and sanitizing wrapper of the daemon).
+    public func handler(label: String = "test") -> Handler {
+        Handler(label: label, capture: self)
     }
 
     /// Everything logged so far, one rendered line per event: level, label, message, metadata.
@@ -28,21 +33,24 @@ public final class LogCapture: Sendable {
     }
 }
 
-private struct CaptureHandler: LogHandler {
-    let label: String
-    let capture: LogCapture
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
+extension LogCapture {
+    /// Renders each event as one entry of the capture.
+    public struct Handler: LogHandler {
+        let label: String
+        let capture: LogCapture
+        public var metadata: Logger.Metadata = [:]
+        public var logLevel: Logger.Level = .trace
 
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
+        public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
 
-    func log(event: LogEvent) {
-        var merged = metadata
-        if let extra = event.metadata { merged.merge(extra) { _, new in new } }
-        let fields = merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        capture.append("\(event.level) \(label): \(event.message) \(fields)")
+        public func log(event: LogEvent) {
+            var merged = metadata
+            if let extra = event.metadata { merged.merge(extra) { _, new in new } }
+            let fields = merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            capture.append("\(event.level) \(label): \(event.message) \(fields)")
+        }
     }
 }

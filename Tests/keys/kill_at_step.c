@@ -72,28 +72,32 @@ static const char *descriptor_path(int fd, char *buffer, size_t size) {
 
 #define REAL(name) ((__typeof__(&name))dlsym(RTLD_NEXT, #name))
 
+// open's mode, when the flags say one was passed.
+#define MODE_ARGUMENT(flags, mode)                                                                                   \
+    do {                                                                                                             \
+        if ((flags) & (O_CREAT | O_TMPFILE)) {                                                                       \
+            va_list arguments;                                                                                       \
+            va_start(arguments, flags);                                                                              \
+            (mode) = (mode_t)va_arg(arguments, int);                                                                 \
+            va_end(arguments);                                                                                       \
+        }                                                                                                            \
+    } while (0)
+
+static int created(const char *path, int flags) {
+    if ((flags & O_CREAT) && watched(path)) step("create", path);
+    return flags;
+}
+
 int open(const char *path, int flags, ...) {
     mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list arguments;
-        va_start(arguments, flags);
-        mode = (mode_t)va_arg(arguments, int);
-        va_end(arguments);
-    }
-    if ((flags & O_CREAT) && watched(path)) step("create", path);
-    return REAL(open)(path, flags, mode);
+    MODE_ARGUMENT(flags, mode);
+    return REAL(open)(path, created(path, flags), mode);
 }
 
 int open64(const char *path, int flags, ...) {
     mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list arguments;
-        va_start(arguments, flags);
-        mode = (mode_t)va_arg(arguments, int);
-        va_end(arguments);
-    }
-    if ((flags & O_CREAT) && watched(path)) step("create", path);
-    return REAL(open64)(path, flags, mode);
+    MODE_ARGUMENT(flags, mode);
+    return REAL(open64)(path, created(path, flags), mode);
 }
 
 int rename(const char *from, const char *to) {
