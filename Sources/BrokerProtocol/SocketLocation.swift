@@ -74,17 +74,26 @@ public enum SocketLocation {
         let directory = parent(of: socketPath)
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else {
-            switch errno {
-            case ENOENT: return .missing(directory)
-            case ELOOP: return .untrusted("\(directory) is a symbolic link")
-            case ENOTDIR: return .untrusted("\(directory) is not a directory")
-            default: return .untrusted("\(directory) cannot be opened: \(String(cString: strerror(errno)))")
-            }
+            let code = errno
+            if code == ENOENT { return .missing(directory) }
+            return .untrusted(whyNotOpened(directory, errno: code, uid: uid))
         }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { return .untrusted("\(directory) cannot be examined") }
         return problem(with: info, directory: directory, uid: uid).map(SocketDirectoryProblem.untrusted)
+    }
+
+    /// Why `directory` could not be opened as a directory (`errno` of that open), said as what it is: a symbolic
+    /// link, another user's (which one cannot open, mode 0700), not a directory; else the system's reason.
+    public static func whyNotOpened(_ directory: String, errno code: Int32, uid: UInt32 = getuid()) -> String {
+        var info = stat()
+        if lstat(directory, &info) == 0 {
+            if (info.st_mode & S_IFMT) == S_IFLNK { return "\(directory) is a symbolic link" }
+            if (info.st_mode & S_IFMT) != S_IFDIR { return "\(directory) is not a directory" }
+            if info.st_uid != uid { return "\(directory) belongs to another user (uid \(info.st_uid))" }
+        }
+        return "\(directory) cannot be opened: \(String(cString: strerror(code)))"
     }
 
     /// Why a directory's `stat` makes it unfit to hold the socket, or nil.

@@ -76,8 +76,8 @@ enum SocketPath {
         try makeDirectory(directoryPath)
         let fd = open(directoryPath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else {
-            let reason = errno == ELOOP ? "it is a symbolic link" : String(cString: strerror(errno))
-            throw ServerError("cannot use the socket directory \(directoryPath): \(reason)")
+            let reason = SocketLocation.whyNotOpened(directoryPath, errno: errno)
+            throw ServerError("cannot use the socket directory: \(reason); remove it, or set TOKENBROKER_SOCKET")
         }
         let prepared = PreparedSocket(path: path, name: name, directory: fd)
         var info = stat()
@@ -88,7 +88,7 @@ enum SocketPath {
                     + "set TOKENBROKER_SOCKET"
             )
         }
-        if info.st_mode & 0o077 != 0, fchmod(fd, 0o700) != 0 {
+        if info.st_mode & 0o777 != 0o700, fchmod(fd, 0o700) != 0 {
             throw ServerError("the socket directory \(directoryPath) is open to others and cannot be made private")
         }
         guard fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return prepared }
@@ -106,21 +106,16 @@ enum SocketPath {
 
     /// `mkdir -p` with mode 0700 for every directory it creates.
     private static func makeDirectory(_ path: String) throws {
-        // chmod as well: the process's umask (another server binding in a test process) must not narrow it.
-        guard mkdir(path, 0o700) != 0 else {
-            _ = chmod(path, 0o700)
-            return
-        }
+        // The mode is set on the opened directory afterwards (prepare): the process's umask may have narrowed it,
+        // and a chmod by path here would follow a symbolic link put in its place meanwhile.
+        guard mkdir(path, 0o700) != 0 else { return }
         switch errno {
         case EEXIST: return
         case ENOENT:
             let parent = SocketLocation.parent(of: path)
             guard parent != path else { break }
             try makeDirectory(parent)
-            if mkdir(path, 0o700) == 0 {
-                _ = chmod(path, 0o700)
-                return
-            }
+            if mkdir(path, 0o700) == 0 { return }
             if errno == EEXIST { return }
         default: break
         }

@@ -21,7 +21,11 @@ wait_until() {
 }
 mode() { stat -c %a "$1"; }
 # said STATUS PATTERN: the last command ($RC, $OUT) exited with STATUS and its output has PATTERN.
-said() { [ "$RC" = "$1" ] && grep -q -- "$2" <<<"$OUT"; }
+said() {
+  [ "$RC" = "$1" ] && grep -q -- "$2" <<<"$OUT" && return
+  echo "  # expected exit $1 and \"$2\"; got exit $RC: $(head -c 300 <<<"$OUT")"
+  return 1
+}
 # listening PATH (scripts/lib.sh): the socket takes a connection.
 source "$SRC/scripts/lib.sh"
 
