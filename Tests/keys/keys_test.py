@@ -386,6 +386,22 @@ class KeysTest(Checks):
         original = self.start(place, tpm=self.tpm)
         self.expect_all_tokens(original, "on the original TPM")
         expect(original.stop() == 0, "the daemon did not exit 0")
+        # The TPM gone at start (its simulator stopped): locked and whole, nothing made anew; back, the broker finds
+        # it at the next request, with no restart.
+        self.tpm.stop()
+        try:
+            before = (place / "state" / "key.json").read_bytes()
+            daemon = self.start(place, tpm=self.tpm)
+            status = self.key_status(daemon)
+            expect(status["locked"] and status["store"] == "tpm", f"without its TPM: {status}")
+            expect(self.token(daemon).returncode == 76, "a token was answered without the TPM")
+        finally:
+            self.tpm.start()
+        wait_for("the broker to find its TPM again", lambda: not self.key_status(daemon)["locked"], 60)
+        self.expect_all_tokens(daemon, "with the TPM back")
+        expect(daemon.stop() == 0, "the daemon did not exit 0")
+        expect((place / "state" / "key.json").read_bytes() == before and not (place / "state" / "cache.key").exists(),
+               "the key record changed or a key file was made while the TPM was gone")
         self.tpm_place = place
 
     def without_the_stores_libraries_the_cache_stays_locked_and_whole(self) -> None:
@@ -626,7 +642,8 @@ class KeysTest(Checks):
                    self.without_the_keyring_the_cache_stays_locked_and_whole)
         self.check("the user's key-stores order decides; a new cache waits for a locked keyring",
                    self.the_users_order_decides_and_a_new_cache_waits_for_a_locked_keyring)
-        self.check("the key moves to the TPM; a copy on another TPM opens nothing; the original does",
+        self.check("the key moves to the TPM; a copy on another TPM opens nothing; the original does; its TPM gone at "
+                   "start, locked and whole until it is back",
                    self.moves_to_the_tpm_and_only_that_tpm_opens_it)
         self.check("libsecret and tpm2-tss broken: the daemon runs, says which, locked and whole; mended: every "
                    "token", self.without_the_stores_libraries_the_cache_stays_locked_and_whole)
