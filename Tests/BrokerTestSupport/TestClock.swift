@@ -44,8 +44,10 @@ public final class TestClock: BrokerClock {
         state.withLock { $0.elapsed }
     }
 
-    /// Returns at once, the clock moved on by `duration`; holding sleepers, once the clock was moved `duration` past
-    /// now. Throws `CancellationError` when the task is cancelled.
+    /// Waits `duration` of the clock's time; throws `CancellationError` when the task is cancelled.
+    ///
+    /// Returns at once, the clock moved on by `duration`; holding sleepers, once the test has moved the clock
+    /// `duration` past now.
     public func sleep(for duration: Duration) async throws {
         try Task.checkCancellation()
         guard holdsSleepers else {
