@@ -162,7 +162,8 @@ owner_pid() { busctl --user status $BUS_NAME 2>/dev/null | sed -n 's/^PID=//p'; 
 systemctl --user stop tokenbrokerd.service 2> /dev/null  # the last check's token request started it again
 check "the broker is stopped before the first Ping" is ActiveState inactive
 check "the first Ping is answered" ping_broker
-check "the Ping started tokenbrokerd.service" is ActiveState active
+# The broker says READY=1 once it owns the name; the Ping's answer can reach busctl before systemd has read that.
+check "the Ping started tokenbrokerd.service" wait_until 30 is ActiveState active
 check "the service's daemon owns the name" bash -c "[ \"\$(busctl --user status $BUS_NAME | sed -n 's/^PID=//p')\" = \"\$(systemctl --user show -P MainPID tokenbrokerd.service)\" ]"
 check "tokenbroker status says it owns the name" bash -c "tokenbroker status | grep -Eq '^bus: +answers MSAL apps as $BUS_NAME'"
 check "a Broker1 call is answered by the activated broker" bash -c \
@@ -170,7 +171,7 @@ check "a Broker1 call is answered by the activated broker" bash -c \
 check "idle, the bus-activated broker exits cleanly" wait_until 60 is ActiveState inactive
 check "and its exit released the name" bash -c "[ -z \"\$(busctl --user status $BUS_NAME 2>/dev/null | sed -n 's/^PID=//p')\" ]"
 check "the next Ping starts it again" ping_broker
-check "started again" is ActiveState active
+check "started again" wait_until 30 is ActiveState active
 systemctl --user stop tokenbrokerd.service 2> /dev/null
 unset DBUS_SESSION_BUS_ADDRESS
 
