@@ -19,8 +19,14 @@ public final class TokenCache: Sendable {
     private let failures = Mutex<WriteFailures>(WriteFailures())
     private let changeCount = Atomic<UInt64>(0)
     private let recentSecrets = Mutex(RecentSecrets())
-    /// Reads of one token's secret at the same time (the first answers after a restart): one.
-    private let secretReads = SingleFlight<EntryID, Secret?, any Error>()
+    /// Reads of one token's secret at the same time (the first answers after a restart): one per token and cache
+    /// generation, so that a caller who looked the token up after a commit never joins a read begun before it.
+    private let secretReads = SingleFlight<SecretRead, Secret?, any Error>()
+
+    private struct SecretRead: Hashable, Sendable {
+        let id: EntryID
+        let generation: UInt64
+    }
     private let logger: Logger?
     private let clock: any BrokerClock
 
@@ -107,8 +113,8 @@ public final class TokenCache: Sendable {
     public func secret(of token: AccessToken) async throws -> Secret? {
         if let secret = secretInMemory(of: token) { return secret }
         let id = token.id
-        return try await secretReads.run(id) {
-            let generation = self.generation
+        let generation = self.generation
+        return try await secretReads.run(SecretRead(id: id, generation: generation)) {
             guard let secret = try await self.store.secrets(of: [id])[id] else { return nil }
             // Remembered before the readers sharing this read are let go, so that none after them reads again.
             self.recentSecrets.withLock { recent in
@@ -121,6 +127,11 @@ public final class TokenCache: Sendable {
             }
             return secret
         }
+    }
+
+    /// Reads of secrets started, and callers that joined one under way (for tests).
+    var secretReadCounts: (started: Int, joined: Int) {
+        secretReads.counts
     }
 
     /// The secrets remembered for the generation before `generation` that `changes` left alone, and those of the

@@ -29,12 +29,15 @@ struct TokenCacheSecretsTests {
     @Test func readsAtOnceShareOneStoreRead() async throws {
         let (cache, store, tokens) = try await cache()
         let token = tokens[1]
+        // The first read waits until the other 19 callers have joined it: none can find the secret in memory first.
+        store.holdSecretReads { cache.secretReadCounts.joined == 19 }
         let secrets = try await withThrowingTaskGroup(of: Secret?.self) { group in
             for _ in 0..<20 { group.addTask { try await cache.secret(of: token) } }
             return try await group.reduce(into: Set<Secret?>()) { $0.insert($1) }
         }
         #expect(secrets.count == 1 && secrets.first! != nil)
         #expect(store.secretReads == 1)
+        #expect(cache.secretReadCounts == (started: 1, joined: 19))
     }
 
     /// A commit that replaces one token keeps the other's remembered secret, and remembers the new token's.

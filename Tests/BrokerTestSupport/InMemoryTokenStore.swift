@@ -11,6 +11,7 @@ public final class InMemoryTokenStore: TokenStore {
     private let failure: Mutex<(any Error)?> = Mutex(nil)
     private let leavesAccessTokenSecrets: Bool
     private let secretReadCount = Mutex(0)
+    private let secretReadHold: Mutex<(@Sendable () -> Bool)?> = Mutex(nil)
 
     /// A store holding `entries`; with `leavingAccessTokenSecrets` false, its contents keep every secret in memory.
     public init(_ entries: [CacheEntry] = [], leavingAccessTokenSecrets: Bool = true) {
@@ -38,10 +39,19 @@ public final class InMemoryTokenStore: TokenStore {
         secretReadCount.withLock { $0 }
     }
 
+    /// Makes every later read of secrets wait until `condition` holds (and throw when it does not within
+    /// ``eventTimeout``): a test holds the first read until the callers it expects have joined it.
+    public func holdSecretReads(until condition: @escaping @Sendable () -> Bool) {
+        secretReadHold.withLock { $0 = condition }
+    }
+
     /// The access tokens' secrets as committed (after a yield, as a read of the daemon's store takes time).
     public func secrets(of ids: [EntryID]) async throws -> [EntryID: Secret] {
         secretReadCount.withLock { $0 += 1 }
         await Task.yield()
+        if let condition = secretReadHold.withLock({ $0 }) {
+            try await waitUntil("the held read of secrets may go on", condition)
+        }
         return state.withLock { entries in
             var secrets: [EntryID: Secret] = [:]
             for id in ids {
