@@ -1,8 +1,9 @@
-import BrokerOAuth
 import BrokerProtocol
 import BrokerTestSupport
 import Foundation
 import Testing
+
+@testable import BrokerOAuth
 
 @Suite struct IDTokenTests {
     let now: Int64 = 1_800_000_000
@@ -124,6 +125,9 @@ import Testing
         let validator = IDTokenValidator(metadata: metadata, clientId: "client-x")
         let token = Secret(try signer.sign(claims()))
         let now = self.now
+        // The first fetch is answered once the other 19 validations have joined it: none finds the keys fetched.
+        let shared = try #require(keys)
+        transport.holdAnswers { shared.fetchCounts.joined == 19 }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<20 {
                 group.addTask { _ = try await validator.validate(token, nonce: nil, now: now, keys: keys) }
@@ -131,6 +135,7 @@ import Testing
             try await group.waitForAll()
         }
         #expect(transport.sent.count == 1)
+        #expect(shared.fetchCounts == (started: 1, joined: 19))
     }
 
     @Test func trustsTheConnectionWhenTheProviderPublishesNoKeys() async throws {

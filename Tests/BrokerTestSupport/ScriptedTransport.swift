@@ -14,6 +14,7 @@ public final class ScriptedTransport: HTTPTransport {
 
     private let state = Mutex<(answers: [Answer], sent: [HTTPRequest])>(([], []))
     private let handler: (@Sendable (HTTPRequest) -> Answer)?
+    private let answerHold: Mutex<(@Sendable () -> Bool)?> = Mutex(nil)
 
     /// Answers from `answers`, in order; once they run out, every request fails as refused.
     public init(_ answers: [Answer] = []) {
@@ -26,8 +27,21 @@ public final class ScriptedTransport: HTTPTransport {
         self.handler = handler
     }
 
+    /// Makes every later answer wait until `condition` holds (and fail as a connection error when it does not within
+    /// ``eventTimeout``): a test holds the first request until the callers it expects have joined it.
+    public func holdAnswers(until condition: @escaping @Sendable () -> Bool) {
+        answerHold.withLock { $0 = condition }
+    }
+
     /// Records the request and answers it.
     public func send(_ request: HTTPRequest, timeout: Duration) async throws(TransportError) -> HTTPResponse {
+        if let condition = answerHold.withLock({ $0 }) {
+            do {
+                try await waitUntil("the held request may be answered", condition)
+            } catch {
+                throw TransportError(.connection, "\(error)")
+            }
+        }
         let scripted = state.withLock { state -> Answer? in
             state.sent.append(request)
             return handler == nil && !state.answers.isEmpty ? state.answers.removeFirst() : nil

@@ -114,6 +114,11 @@ public final class SigningKeys: Sendable {
         self.timeout = timeout
     }
 
+    /// Fetches started, and callers that joined one under way (for tests).
+    var fetchCounts: (started: Int, joined: Int) {
+        fetches.counts
+    }
+
     /// The keys that may have signed a token with key id `keyId` and `algorithm`.
     func keys(for keyId: String?, algorithm: String) async throws(IDTokenError) -> [JSONWebKey] {
         let now = clock.elapsed
