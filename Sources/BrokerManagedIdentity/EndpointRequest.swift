@@ -67,7 +67,7 @@ struct EndpointRequest: Sendable {
                 secret: secret,
                 resource: resource,
                 clientId: query["client_id"].flatMap { $0.isEmpty ? nil : $0 },
-                correlationId: requestId ?? UUID.random().uuidString,
+                correlationId: requestId ?? WireProtocol.newCorrelationId(),
                 local: local.flatMap { address in
                     guard let ip = address.ipAddress, let port = address.port else { return nil }
                     return try? ListenAddress.parse(ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)").get()

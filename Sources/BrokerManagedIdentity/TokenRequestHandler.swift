@@ -78,6 +78,9 @@ final class TokenRequestHandler: ChannelInboundHandler {
     /// closed while the rest of what the client sends is read and dropped, so that it reads the answer instead of a
     /// reset; the request's deadline closes the connection at the latest.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // After the parser's error, NIO's decoder reports each later read as data in its error state: the lingering
+        // close reads on and drops it (closing now would reset the connection under the answer still on its way).
+        if answering, case .dataReceivedInErrorState? = error as? ByteToMessageDecoderError { return }
         guard admitted, !answering, let parse = error as? HTTPParserError else {
             context.close(promise: nil)
             return
