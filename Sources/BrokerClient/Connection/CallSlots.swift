@@ -44,6 +44,11 @@ final class CallSlots: Sendable {
         }
     }
 
+    /// How many calls wait for a slot now.
+    var waiting: Int {
+        state.withLock { $0.waiters.count }
+    }
+
     /// Gives a slot back: to the call that waited longest, if any.
     func release() {
         let next = state.withLock { state -> CheckedContinuation<Void, any Error>? in

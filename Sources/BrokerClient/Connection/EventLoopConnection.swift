@@ -13,7 +13,6 @@ final class EventLoopConnection: Transport {
     private let channel: any Channel
     let pending: PendingCalls
     let socketPath: String
-    private let slots = CallSlots(WireProtocol.maximumRequestsInFlight)
 
     private init(channel: any Channel, pending: PendingCalls, socketPath: String) {
         self.channel = channel
@@ -64,18 +63,19 @@ final class EventLoopConnection: Transport {
         -> Method.Result
     {
         typealias Result = Method.Result
-        // The broker takes so many requests of one connection at once; the rest wait here for an answer.
+        // The broker takes so many requests of one connection at once; the rest wait here for a slot, which the
+        // broker's answer frees (PendingCalls).
         do {
-            try await slots.acquire()
+            try await pending.slots.acquire()
         } catch {
             throw BrokerError(.timeout, "the request was cancelled")
         }
-        defer { slots.release() }
         let promise = channel.eventLoop.makePromise(of: (any Sendable).self)
         let id: RequestID
         switch pending.register(resultType: Result.self, promise: promise) {
         case .success(let registered): id = registered
         case .failure(let error):
+            pending.slots.release()
             promise.fail(error)
             throw error
         }
@@ -94,7 +94,7 @@ final class EventLoopConnection: Transport {
             value = try await withTaskCancellationHandler {
                 try await promise.futureResult.get()
             } onCancel: { [pending] in
-                pending.complete(id, with: .failure(BrokerError(.timeout, "the request was cancelled")))
+                pending.abandon(id, with: BrokerError(.timeout, "the request was cancelled"))
             }
         } catch let error as BrokerError {
             throw error
