@@ -403,7 +403,20 @@ final class BusLoop: @unchecked Sendable {
             }
             free(entries)
         }
-        query.loop.answer(query.call, session: session(from: manager))
+        if query.loop.shared.withLock({ $0.stopping }) {
+            // The broker began stopping while it waited: no sign-in starts now (its flows were already cancelled).
+            query.loop.reply(
+                Broker1Translator.error(
+                    .transientError,
+                    "the broker is stopping; start the sign-in again",
+                    code: .brokerStopping
+                ),
+                to: query.call.message
+            )
+            query.loop.finish(query.call.sender)
+        } else {
+            query.loop.answer(query.call, session: session(from: manager))
+        }
         sd_bus_message_unref(query.call.message)
         return 0
     }

@@ -20,7 +20,13 @@ struct BusFrontEndTests {
             bus: true
         )
         let broker = try await Broker.connect(socketPath: daemon.socketPath)
-        let status = try await broker.status()
+        // The front end joins the bus beside the socket: until it has tried, its state is `starting`.
+        var status = try await broker.status()
+        let deadline = ContinuousClock.now + eventTimeout
+        while status.bus?.state == .starting, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+            status = try await broker.status()
+        }
         await broker.close()
         #expect(status.bus?.state == .unavailable, "\(String(describing: status.bus))")
         #expect(status.bus?.message?.contains("no session bus") == true, "\(String(describing: status.bus))")
