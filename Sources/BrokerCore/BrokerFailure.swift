@@ -49,13 +49,15 @@ public struct BrokerFailure: Error, Sendable, CustomStringConvertible, CustomDeb
         return parts.joined(separator: " ")
     }
 
-    /// `cache_locked` for why the cache is locked (or `throttled` after wrong passphrases), with what to do.
+    /// `cache_locked` for why the cache is locked (or `throttled` after wrong passphrases, or while another is tried),
+    /// with what to do.
     static func locked(_ reason: KeyUnavailable?) -> BrokerFailure {
         guard let reason else { return BrokerFailure(.cacheLocked, "the cache is locked") }
         if let retryAfter = reason.retryAfter {
+            let why = reason.problem == .wrongPassphrase ? "too many wrong passphrases" : "\(reason.problem)"
             return BrokerFailure(
                 .throttled,
-                "too many wrong passphrases: try again in \(retryAfter) s",
+                "\(why): try again in \(retryAfter) s",
                 details: .init(retryAfterSeconds: retryAfter)
             )
         }

@@ -185,6 +185,12 @@ struct KeyVaultTests {
         let toldToWait = outcomes.filter { $0?.retryAfter != nil }
         #expect(tried.count == 1, "\(outcomes)")
         #expect(toldToWait.count == 7, "\(outcomes)")
+        // Each is told why: the back-off after the wrong one, or the one still being tried (not called wrong).
+        for refusal in toldToWait.compactMap({ $0 }) {
+            let backOff = refusal.problem == .wrongPassphrase
+            let another = refusal.problem == .locked("another passphrase is being tried") && refusal.retryAfter == 1
+            #expect(backOff || another, "\(refusal)")
+        }
         #expect(vault.cache == nil)
     }
 }

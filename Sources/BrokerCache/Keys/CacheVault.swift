@@ -184,23 +184,30 @@ public final class CacheVault: Sendable {
             guard let passphrase else {
                 throw KeyUnavailable(store: .passphrase, problem: lock.problem, hint: "give the passphrase")
             }
-            // The wait is judged and the try reserved in one step: passphrases sent at once are tried one after
-            // the other, each after the back-off of the one before, never side by side.
-            let wait = attempts.withLock { attempts -> Duration? in
+            // The wait is judged and the try reserved in one step: of passphrases sent at once one is tried, and
+            // the others are told to send again after a second, never tried side by side.
+            let refusal = attempts.withLock { attempts -> KeyUnavailable? in
                 let wait = attempts.nextPassphraseAt - clock.elapsed
-                if wait > .zero { return wait }
-                if attempts.tryingPassphrase { return .seconds(1) }
+                if wait > .zero {
+                    return KeyUnavailable(
+                        store: .passphrase,
+                        problem: .wrongPassphrase,
+                        hint: "wait before trying again",
+                        retryAfter: Int(wait.components.seconds) + (wait.components.attoseconds > 0 ? 1 : 0)
+                    )
+                }
+                if attempts.tryingPassphrase {
+                    return KeyUnavailable(
+                        store: .passphrase,
+                        problem: .locked("another passphrase is being tried"),
+                        hint: "try again in a second",
+                        retryAfter: 1
+                    )
+                }
                 attempts.tryingPassphrase = true
                 return nil
             }
-            if let wait {
-                throw KeyUnavailable(
-                    store: .passphrase,
-                    problem: .wrongPassphrase,
-                    hint: "wait before trying again",
-                    retryAfter: Int(wait.components.seconds) + (wait.components.attoseconds > 0 ? 1 : 0)
-                )
-            }
+            if let refusal { throw refusal }
             defer { attempts.withLock { $0.tryingPassphrase = false } }
             let failure = await attempt(passphrase: passphrase)
             if failure == nil { return cache != nil }
