@@ -186,7 +186,7 @@ struct RequestDecoderTests {
     /// A correlation id goes into an HTTP header and log lines: no control character, else invalid_params, also on
     /// the silent request's own reader.
     @Test(arguments: [#"a\nb"#, #"tab\there"#, "nel\u{85}", #"x\u2028y"#, #"del\u007f"#, "raw\u{7F}"])
-    func correlationIdsArePrintableASCII(correlationId: String) throws {
+    func correlationIdsHoldNoControlCharacter(correlationId: String) throws {
         for method in ["getStatus", "acquireTokenSilently"] {
             let params =
                 method == "getStatus"

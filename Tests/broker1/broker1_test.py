@@ -65,6 +65,15 @@ def shown(answer: Any) -> str:
     return json.dumps(redact(answer))[:300]
 
 
+def shown_output(output: str) -> str:
+    """A bus call's printed reply, for a failure message: its answer redacted by `shown`, or only its size when it
+    is not the reply expected (it might hold a token)."""
+    try:
+        return shown(json.loads(json.loads(output)["answer"]))
+    except (ValueError, KeyError, TypeError):
+        return f"<{len(output)} bytes not a reply>"
+
+
 class Bus:
     """A private session bus: dbus-daemon with a configuration of its own. `any_user`: every uid may connect (a
     system bus's policy), in a directory all may reach, for the check that another user is refused by the broker
@@ -481,7 +490,8 @@ class Broker1Test(Checks):
         try:
             wait_for("the sign-in's browser", lambda: held.exists() or call.poll() is not None, WAIT)
             if call.poll() is not None:
-                raise Fail(f"the sign-in ended before it was cancelled: {call.communicate()}")
+                output, error = call.communicate()
+                raise Fail(f"the sign-in ended before it was cancelled: {shown_output(output)} {error.strip()[-400:]}")
             cancelled = self.bus.call("cancelInteractiveFlow", {}, correlation)
             expect(cancelled == {}, f"cancelInteractiveFlow answered {shown(cancelled)}")
             output, error = call.communicate(timeout=WAIT)

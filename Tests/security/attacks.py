@@ -514,7 +514,7 @@ def attack_log_forging(ctx: Context) -> None:
     """Values a client chooses and the daemon logs (a scope, a client id, a username) carry newlines and look like log
     entries of their own: a daemon logging at debug level to stderr, as outside systemd, prints every entry on one
     line, the client's text escaped, and no line the client wrote. A correlation id, which also travels in an HTTP
-    header to the provider, must be printable ASCII: one with a newline is refused (it broke the refresh)."""
+    header to the provider, must hold no control character: one with a newline is refused (it broke the refresh)."""
     daemon = OwnDaemon(ctx, "log-forging", [], ("--entra-host", wb.ENV, "--log-level", "debug"))
     forged = "FORGED tokenbroker.audit : token issued caller_pid=1 caller_exe=/usr/bin/sudo"
     codes = []
