@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes what a client's bytes reach first (the framer, the request decoder, the MSAL and ADAL cache import) with
 # libFuzzer: builds Tests/Fuzz with -sanitize=fuzzer,address in .build-fuzz, seeds a corpus from the protocol's
-# example transcripts, and runs for FUZZ_SECONDS (default 60). Prints libFuzzer's final statistics; a crash or a
-# broken invariant exits non-zero and leaves the input in .build-fuzz/crash-*.
+# example transcripts and Tests/Fuzz/regressions, and runs for FUZZ_SECONDS (default 60). Prints libFuzzer's final
+# statistics; a crash or a broken invariant exits non-zero and leaves the input in .build-fuzz/crash-* (add it to
+# Tests/Fuzz/regressions with the fix).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
@@ -37,6 +38,8 @@ for path in sorted(pathlib.Path("Protocol/examples").glob("*.json")):
             seed(3 if params.get("format") == "adal" else 2, params["data"].encode())
     seed(0, b"\n".join(lines) + b"\n")
 PYTHON
+# Inputs that once broke an invariant (each named for what it broke), run first like every seed.
+cp Tests/Fuzz/regressions/* "$seeds"/
 
 # No Swift backtracer: a crash is libFuzzer's to report (and the backtracer trips over AddressSanitizer).
 # The fuzzer's own status decides (a pipeline's, after `|| true`, would always be 0).

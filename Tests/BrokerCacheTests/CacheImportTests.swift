@@ -75,6 +75,31 @@ struct CacheImportTests {
         }
     }
 
+    /// Two entries whose fields make one key are one credential, read once.
+    ///
+    /// Keys in a document are not trusted: here the second is under a key of its own, with an unknown field. The
+    /// first in key order is read, the other skipped with §9.6's reason, and what is read is what is written and read
+    /// again (found by the fuzzer, whose invariant that is).
+    @Test func twoEntriesWithOneRebuiltKeyAreReadOnce() throws {
+        guard case .object(var document) = CacheFixtures.msalCache(),
+            case .object(var tokens)? = document["AccessToken"],
+            let (key, token) = tokens.first, case .object(var copy) = token
+        else {
+            Issue.record("the fixture has no access token")
+            return
+        }
+        copy["x_unknown"] = .string("kept")
+        tokens["another key for the same token"] = .object(copy)
+        document["AccessToken"] = .object(tokens)
+        let read = try read(.object(document))
+        let accessTokens = read.entries.filter { $0.id.section == .accessToken }
+        #expect(accessTokens.map(\.id.key) == [key])
+        #expect(read.skipped == [SkippedEntry(entry: "AccessToken/\(key)", reason: "a second entry with the same key")])
+        let again = try MSALCacheDocument.read(try MSALCacheDocument.write(read.entries))
+        #expect(Set(again.entries) == Set(read.entries))
+        #expect(again.skipped.isEmpty)
+    }
+
     /// Family membership the broker learned is not erased by a file that lacks it.
     @Test func keepsKnownFamilyMembership() throws {
         let current = CacheContents(try read(CacheFixtures.msalCache(familyId: "1")).entries)

@@ -4,7 +4,8 @@ public import Foundation
 /// MSAL's unified cache as JSON: what `SerializableTokenCache.serialize()` writes and every MSAL reads.
 ///
 /// Reading is per entry: one bad entry is skipped with its reason, the rest is taken. Unknown fields and
-/// sections are kept and written back on export. Keys are never parsed; they are rebuilt from the fields.
+/// sections are kept and written back on export. Keys are never parsed; they are rebuilt from the fields, so two
+/// entries whose fields make one key are one credential: the first in key order is taken, the other skipped.
 public enum MSALCacheDocument {
     /// The entries of a document, and the ones left out with their reasons.
     public static func read(_ data: Data) throws(CacheError) -> (entries: [CacheEntry], skipped: [SkippedEntry]) {
@@ -19,6 +20,8 @@ public enum MSALCacheDocument {
         }
         var entries: [CacheEntry] = []
         var skipped: [SkippedEntry] = []
+        // The credentials taken: keys are rebuilt from the fields, and two entries may make one.
+        var taken = Set<EntryID>()
         for (name, value) in sections.sorted(by: { $0.key < $1.key }) {
             let section = Section(name: name)
             guard case .object(let members) = value else {
@@ -31,7 +34,15 @@ public enum MSALCacheDocument {
             }
             for (key, member) in members.sorted(by: { $0.key < $1.key }) {
                 do {
-                    entries.append(try CacheEntry(section: section, key: key, value: member))
+                    let entry = try CacheEntry(section: section, key: key, value: member)
+                    // As an import would skip it (Protocol/ §9.6): what is read is what is written back.
+                    guard taken.insert(entry.id).inserted else {
+                        skipped.append(
+                            SkippedEntry(entry: entry.id.description, reason: "a second entry with the same key")
+                        )
+                        continue
+                    }
+                    entries.append(entry)
                 } catch {
                     skipped.append(SkippedEntry(entry: "\(name)/\(key)", reason: error.reason))
                 }
