@@ -407,9 +407,7 @@ final class BusLoop: @unchecked Sendable {
             // The broker began stopping while it waited: no sign-in starts now (its flows were already cancelled).
             query.loop.reply(
                 Broker1Translator.error(
-                    .transientError,
-                    "the broker is stopping; start the sign-in again",
-                    code: .brokerStopping
+                    BrokerFailure(.brokerStopping, "the broker is stopping; start the sign-in again")
                 ),
                 to: query.call.message
             )

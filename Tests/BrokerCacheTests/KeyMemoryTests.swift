@@ -33,7 +33,7 @@ struct KeyMemoryTests {
         if getrlimit(__rlimit_resource_t(8), &limit) == 0, limit.rlim_cur >= 4096 || getuid() == 0 {
             #expect(vmFlags.contains("lo"), "not locked in memory: \(vmFlags)")
         }
-        // The page holds the key alone: nothing else of the process shares its mapping.
+        // What the page hands out is the key, exactly its length.
         #expect(key.withUnsafeBytes { $0.count } == KeyMemory.length)
     }
 }
