@@ -10,6 +10,7 @@ import BrokerSettings
 import BrokerSystemd
 import BrokerTime
 import CLinuxSupport
+import Dispatch
 import Foundation
 import Logging
 import NIOCore
@@ -118,7 +119,12 @@ struct Daemon: AsyncParsableCommand {
 
     /// Runs Swift concurrency on NIO's event-loop threads: a request then moves from the socket to the broker
     /// and back without switching threads.
-    static func main() async {
+    ///
+    /// Synchronous, parking its thread until the daemon is done: an async main hands its thread to `dispatch_main`,
+    /// which ends it with `pthread_exit`, and that unwinds the thread's stack through the executable's unwind tables,
+    /// whose pages then stay in the idle daemon's memory for nothing (0.9 MiB; BENCHMARKS.md, "sixth pass"). Nothing
+    /// of the daemon runs on the main actor, whose queue this parked thread never drains.
+    static func main() {
         // Half the cores for event loops (one on two): the apps that ask share the machine with the daemon, and on
         // two cores a second loop made each cached answer cost 15 µs of CPU instead of 12, in wake-ups and context
         // switches against the apps' threads (BENCHMARKS.md, "Close to the floor, third pass").
@@ -127,7 +133,13 @@ struct Daemon: AsyncParsableCommand {
             NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
             || installEnqueueHook()
         tasksRunOnEventLoops.store(tookOver, ordering: .relaxed)
-        await main(nil)
+        let finished = DispatchSemaphore(value: 0)
+        // Detached: this function belongs to the main actor, and a task of its own would wait for it forever.
+        Task.detached {
+            await main(nil)
+            finished.signal()
+        }
+        finished.wait()
     }
 
     /// Whether ``main()`` moved Swift concurrency onto the event loops.
