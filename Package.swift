@@ -71,6 +71,20 @@ let daemonReleaseLinkFlags = [
     "-Xlinker", "--no-warn-symbol-ordering",
 ]
 
+// The release CLI's link: a static executable, its functions placed as the daemon's are, in the order `token`,
+// `kube-credential` and `git-credential get` first run them (Sources/tokenbroker/fast-path.order, written by
+// scripts/order-file.sh), private functions in one block. A process per token pays a page fault for every page of code
+// it touches: 138 faults before, 92 after (BENCHMARKS.md, "sixth pass").
+let cliSources = "\(Context.packageDirectory)/Sources/tokenbroker"
+
+let cliReleaseLinkFlags = [
+    "-static-executable",
+    "-use-ld=lld",
+    "-Xlinker", "--symbol-ordering-file=\(cliSources)/fast-path.order",
+    "-Xlinker", "--no-warn-symbol-ordering",
+    "-Xlinker", "--script=\(daemonSources)/private-functions.ld",
+]
+
 let package = Package(
     name: "TokenBroker",
     platforms: [.macOS(.v15)],  // Linux is the target; this only keeps Duration/Clock available on macOS.
@@ -197,17 +211,18 @@ let package = Package(
                 nioCore,
                 nioPosix,
             ],
-            exclude: ["exports.map", "start-up.order"],
+            exclude: ["exports.map", "start-up.order", "private-functions.ld"],
             swiftSettings: swiftSettings,
             linkerSettings: [.unsafeFlags(daemonReleaseLinkFlags, .when(platforms: [.linux], configuration: .release))]
         ),
         .executableTarget(
             name: "tokenbroker",
             dependencies: ["BrokerClient", "BrokerProtocol", "BrokerSettings", argumentParser],
+            exclude: ["fast-path.order"],
             swiftSettings: swiftSettings,
             // A fully static release CLI: no dynamic loader, no relocations of a large position-independent binary,
             // so a process per token (scripts, git, kubectl) starts in about a millisecond (BENCHMARKS.md).
-            linkerSettings: [.unsafeFlags(["-static-executable"], .when(configuration: .release))]
+            linkerSettings: [.unsafeFlags(cliReleaseLinkFlags, .when(platforms: [.linux], configuration: .release))]
         ),
         // Benchmark driver (release build, never a test).
         .executableTarget(

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Writes Sources/tokenbrokerd/start-up.order: the release daemon's functions in the order they first run through
-# start-up, an import, cached answers, a status and a restart on the cache stored, which the release link places
-# together (Package.swift, daemonReleaseLinkFlags). Run it again when `scripts/bench.sh` shows the idle RSS climbing after code changes:
-# functions added since are missing from the list and land wherever the linker puts them (a stale list costs pages,
-# never correctness).
+# Writes the orders the release links place functions in (Package.swift, daemonReleaseLinkFlags and
+# cliReleaseLinkFlags), so that the code a process runs sits together in a few pages of its executable:
+# - Sources/tokenbrokerd/start-up.order: the daemon's functions in the order they first run through start-up, an
+#   import, cached answers, a status and a restart on the cache stored;
+# - Sources/tokenbroker/fast-path.order: the CLI's, through `token`, `kube-credential` and `git-credential get`.
+# Run it again when `scripts/bench.sh` shows the idle RSS or the CLI's time climbing after code changes: functions
+# added since are missing from the lists and land wherever the linker puts them (a stale list costs pages, never
+# correctness).
 #
 #   scripts/order-file.sh
 set -euo pipefail
@@ -22,9 +25,23 @@ cleanup() { [ -n "$TRACER" ] && stop_daemon; rm -rf "$WORK"; }
 trap cleanup EXIT
 cc -O2 -o "$WORK/first_calls" Benchmarks/order/first_calls.c
 
-# Every function of the executable (local ones too), by address.
-nm --defined-only "$BIN/tokenbrokerd" | awk '$2 ~ /^[tTwW]$/ {print $1, $3}' > "$WORK/functions"
+# Every function of an executable (local ones too), by address from where its first segment is loaded (the static
+# CLI is not position-independent: its addresses start at that segment's, not at 0).
+list_functions() { # executable, output
+  local base
+  base=$(readelf -lW "$1" | awk '$1 == "LOAD" && $2 ~ /^0x0+$/ {print $3; exit}')
+  nm --defined-only "$1" | python3 -c '
+import sys
+base = int(sys.argv[1], 16)
+for line in sys.stdin:
+    fields = line.split()
+    if len(fields) == 3 and fields[1] in "tTwW":
+        print("%x %s" % (int(fields[0], 16) - base, fields[2]))' "$base" > "$2"
+}
+list_functions "$BIN/tokenbrokerd" "$WORK/functions"
 cut -d' ' -f1 "$WORK/functions" > "$WORK/entries"
+list_functions "$BIN/tokenbroker" "$WORK/cli-functions"
+cut -d' ' -f1 "$WORK/cli-functions" > "$WORK/cli-entries"
 
 # Two daemons on one state directory: the first starts empty and takes an import, the second starts on what the
 # first stored (as after a reboot), so the code that loads a cache is placed beside the rest of start-up.
@@ -43,10 +60,30 @@ trace_daemon() { # calls-file, then what to run against it
 }
 trace_daemon "$WORK/calls" \
   "$BIN/tokenbroker-bench" seed --socket "$WORK/broker.sock" --tokens 10 --request-file "$WORK/request.json"
-trace_daemon "$WORK/calls-restarted" true
+# The CLI's fast paths, each traced in a process of its own, against the restarted daemon.
+trace_cli() {
+  local app
+  read -r -a app < <(python3 - "$WORK/request.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["params"]["authParameters"]
+print("--client-id", p["clientId"], "--authority", p["authority"], "--scope", p["requestedScopes"][0],
+      "--account", p["account"]["identifier"])
+PY
+  )
+  export TOKENBROKER_SOCKET="$WORK/broker.sock"
+  "$WORK/first_calls" "$WORK/cli-entries" "$WORK/cli-calls" -- "$BIN/tokenbroker" token "${app[@]}" >/dev/null
+  "$WORK/first_calls" "$WORK/cli-entries" "$WORK/cli-calls-kube" -- "$BIN/tokenbroker" kube-credential "${app[@]}" \
+    >/dev/null
+  printf 'protocol=https\nhost=git.example.com\n\n' | "$WORK/first_calls" "$WORK/cli-entries" "$WORK/cli-calls-git" \
+    -- "$BIN/tokenbroker" git-credential "${app[@]}" get >/dev/null
+  cat "$WORK/cli-calls-kube" "$WORK/cli-calls-git" >> "$WORK/cli-calls"
+  unset TOKENBROKER_SOCKET
+}
+trace_daemon "$WORK/calls-restarted" trace_cli
 cat "$WORK/calls-restarted" >> "$WORK/calls"
 
-python3 - "$WORK/functions" "$WORK/calls" Sources/tokenbrokerd/start-up.order <<'PY'
+write_order() { # functions, calls, output
+  python3 - "$@" <<'PY'
 import sys
 functions, calls, output = sys.argv[1:]
 names = {}
@@ -62,3 +99,8 @@ for line in open(calls):
 open(output, "w").write("".join(name + "\n" for name in order))
 print(f"{output}: {len(order)} functions", file=sys.stderr)
 PY
+}
+write_order "$WORK/functions" "$WORK/calls" Sources/tokenbrokerd/start-up.order
+write_order "$WORK/cli-functions" "$WORK/cli-calls" Sources/tokenbroker/fast-path.order
+# SwiftPM does not know the links read these files: remove the binaries, so that the next build links them again.
+rm -f "$BIN/tokenbrokerd" "$BIN/tokenbroker"
