@@ -51,6 +51,14 @@ struct ScopeSetTests {
         #expect(scopes.target == "Mail.Read User.Read openid")
         #expect(scopes.normalized == ["user.read", "mail.read"])
     }
+
+    /// A target splits at spaces, tabs and line feeds, runs of them included; whatever else is part of a scope.
+    @Test func targetSplitsAtSpacesTabsAndLineFeeds() {
+        #expect(ScopeSet(target: " User.Read\tMail.Read\n\nopenid  ").scopes == ["User.Read", "Mail.Read", "openid"])
+        #expect(ScopeSet(target: "api://é/Files.Read\u{A0}x").scopes == ["api://é/Files.Read\u{A0}x"])
+        #expect(ScopeSet(target: "").scopes.isEmpty)
+        #expect(ScopeSet(target: " \t\n").scopes.isEmpty)
+    }
 }
 
 struct FreshnessTests {

@@ -82,6 +82,33 @@ struct WireEncoderTests {
         )
     }
 
+    /// A JSONValue inside a Codable type (written straight, not through its conformance) comes out as Foundation's
+    /// encoder writes it, at every depth and in keyed, unkeyed and single-value places.
+    @Test func writesJSONValuesInsideOtherValuesLikeFoundation() throws {
+        struct Holder: Encodable {
+            var before = 1
+            var claims: JSONValue
+            var list: [JSONValue]
+            var optional: JSONValue?
+            var after = "end"
+        }
+        let claims: JSONValue = .object([
+            "name": .string("Zoë \"Q\" \\ \n\u{01}"), "age": .integer(-42), "ratio": .number(0.5),
+            "big": .number(1e300),
+            "ok": .bool(true), "none": .null, "roles": .array([.string("a"), .array([]), .object([:])]),
+            "nested": .object(["deeper": .object(["x": .integer(Int64.max)])]),
+        ])
+        let holder = Holder(claims: claims, list: [.integer(1), claims, .null], optional: .string("s"))
+        let ours = try WireEncoder().encode(holder)
+        #expect(try Fixtures.parse(Data(ours)) == Fixtures.parse(try JSONEncoder().encode(holder)))
+        let single = Holder(claims: .object(["k": .array([.string("v"), .number(2.5)])]), list: [], optional: nil)
+        #expect(
+            String(decoding: try WireEncoder().encode(single), as: UTF8.self)
+                == #"{"before":1,"claims":{"k":["v",2.5]},"list":[],"after":"end"}"#
+        )
+        #expect(throws: WireEncodingError.self) { try WireEncoder().encode(Holder(claims: .number(.nan), list: [])) }
+    }
+
     /// NaN and infinity have no JSON spelling: encoding them fails instead of writing garbage.
     @Test func refusesNonFiniteNumbers() {
         #expect(throws: WireEncodingError.self) { try WireEncoder().encode([Double.nan]) }

@@ -68,8 +68,9 @@ public struct IdToken: Sendable, Hashable {
 
     /// The JWT's payload claims, read without checking the signature; nil when the secret is not a JWT.
     public var unverifiedClaims: [String: JSONValue]? {
-        let parts = secret.reveal().utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard parts.count == 3, let data = Base64URL.decode(utf8: parts[1]) else { return nil }
+        guard let jws = CompactJWS.parts(of: secret.reveal()),
+            let data = Base64URL.decode(utf8: jws.bytes[jws.payload])
+        else { return nil }
         return (try? JSONValue.parse(Array(data)))?.objectValue
     }
 }

@@ -34,8 +34,13 @@ public struct ScopeSet: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Creates a set from a space-separated `target` (or `scope`) string.
+    ///
+    /// Split on the bytes (space, tab, line feed): scope tokens are ASCII (RFC 6749, section 3.3), and splitting by
+    /// `Character` paid for grapheme breaking on every token a refresh stores.
     public init(target: String) {
-        self.init(target.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" }).map(String.init))
+        self.init(
+            target.utf8.split(whereSeparator: { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A }).map { String(Substring($0)) }
+        )
     }
 
     /// Whether a token holding `stored` satisfies a request for these scopes.

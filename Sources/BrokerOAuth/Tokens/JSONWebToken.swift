@@ -14,11 +14,12 @@ public struct JSONWebToken: Sendable {
 
     /// Splits and decodes `compact`; the signature is not checked here.
     public init(compact: String) throws(IDTokenError) {
-        let text = compact.utf8
-        let parts = text.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard parts.count == 3 else { throw IDTokenError("the id_token is not a compact JWS (three parts)") }
-        guard let headerBytes = Base64URL.decode(utf8: parts[0]), let payloadBytes = Base64URL.decode(utf8: parts[1]),
-            let signature = Base64URL.decode(utf8: parts[2])
+        guard let jws = CompactJWS.parts(of: compact) else {
+            throw IDTokenError("the id_token is not a compact JWS (three parts)")
+        }
+        guard let headerBytes = Base64URL.decode(utf8: jws.bytes[jws.header]),
+            let payloadBytes = Base64URL.decode(utf8: jws.bytes[jws.payload]),
+            let signature = Base64URL.decode(utf8: jws.bytes[jws.signature])
         else { throw IDTokenError("the id_token is not base64url") }
         guard let header = try? JSONValue.parse(Array(headerBytes)).objectValue else {
             throw IDTokenError("the id_token's header is not a JSON object")
@@ -28,7 +29,7 @@ public struct JSONWebToken: Sendable {
         }
         self.header = header
         self.claims = claims
-        self.signingInput = Array(text[parts[0].startIndex..<parts[1].endIndex])
+        self.signingInput = Array(jws.bytes[jws.header.lowerBound..<jws.payload.upperBound])
         self.signature = Array(signature)
     }
 

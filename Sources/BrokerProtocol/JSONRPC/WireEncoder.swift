@@ -115,6 +115,9 @@ private final class StreamState {
         // As Foundation's encoder writes them: a URL as its absolute string, Data as Base64.
         if T.self == URL.self, let url = value as? URL { return writeString(url.absoluteString) }
         if T.self == Data.self, let data = value as? Data { return writeString(data.base64EncodedString()) }
+        // A JSONValue (a cache entry's fields, an account's claims) written straight: through its Encodable
+        // conformance, every member of an object went through a keyed container and a dynamic dispatch.
+        if T.self == JSONValue.self, let json = value as? JSONValue { return try writeJSON(json) }
         let encoder = StreamEncoder(state: self, depth: depth)
         try value.encode(to: encoder)
         close(deeperThan: depth)
@@ -180,6 +183,36 @@ private final class StreamState {
             writeInteger(integer)
         } else {
             output.append(contentsOf: "\(value)".utf8)
+        }
+    }
+
+    /// Writes `value` as its Encodable conformance would: members in the dictionary's order, numbers as
+    /// ``writeInteger(_:)`` and ``writeDouble(_:)`` write them.
+    func writeJSON(_ value: JSONValue) throws {
+        switch value {
+        case .null: writeNull()
+        case .bool(let bool): writeBool(bool)
+        case .integer(let integer): writeInteger(integer)
+        case .number(let number): try writeDouble(number)
+        case .string(let string): writeString(string)
+        case .array(let elements):
+            output.append(UInt8(ascii: "["))
+            for (index, element) in elements.enumerated() {
+                if index > 0 { output.append(UInt8(ascii: ",")) }
+                try writeJSON(element)
+            }
+            output.append(UInt8(ascii: "]"))
+        case .object(let members):
+            output.append(UInt8(ascii: "{"))
+            var first = true
+            for (key, member) in members {
+                if !first { output.append(UInt8(ascii: ",")) }
+                first = false
+                writeString(key)
+                output.append(UInt8(ascii: ":"))
+                try writeJSON(member)
+            }
+            output.append(UInt8(ascii: "}"))
         }
     }
 

@@ -41,3 +41,22 @@ public enum Base64URL {
         return String(decoding: bytes, as: UTF8.self)
     }
 }
+
+/// The compact serialization of a JWS or JWT: `header.payload.signature`, each part base64url.
+package enum CompactJWS {
+    /// The bytes of `compact` and where its three parts are in them; nil unless it has exactly three parts.
+    ///
+    /// On a byte array, not by splitting the string's UTF-8 view: that went one index at a time through a token of a
+    /// kilobyte and more, twice per refresh (once to check the id token, once to index it).
+    package static func parts(
+        of compact: String
+    ) -> (bytes: [UInt8], header: Range<Int>, payload: Range<Int>, signature: Range<Int>)? {
+        let bytes = Array(compact.utf8)
+        let dot = UInt8(ascii: ".")
+        guard let first = bytes.firstIndex(of: dot),
+            let second = bytes[(first + 1)...].firstIndex(of: dot),
+            !bytes[(second + 1)...].contains(dot)
+        else { return nil }
+        return (bytes, 0..<first, (first + 1)..<second, (second + 1)..<bytes.count)
+    }
+}
