@@ -74,7 +74,7 @@ let daemonReleaseLinkFlags = [
 // The release CLI's link: a static executable, its functions placed as the daemon's are, in the order `token`,
 // `kube-credential` and `git-credential get` first run them (Sources/tokenbroker/fast-path.order, written by
 // scripts/order-file.sh), private functions in one block. A process per token pays a page fault for every page of code
-// it touches: 138 faults before, 92 after (BENCHMARKS.md, "sixth pass").
+// it touches: 138 faults before, 93 after (BENCHMARKS.md, "sixth pass").
 let cliSources = "\(Context.packageDirectory)/Sources/tokenbroker"
 
 let cliReleaseLinkFlags = [

@@ -22,10 +22,10 @@ final class CachedAnswers: Sendable {
     /// The most requests remembered; past it the table starts again (apps ask for a few tokens over and over).
     static let capacity = 1024
 
-    private let answers = ReadWriteLocked<[AuthParameters: Answer]>([:])
+    private let answers = ReadWriteLocked<[HashedAuthParameters: Answer]>([:])
 
     /// The answer for `parameters` if it holds at `now` for the cache's `generation`.
-    func answer(for parameters: AuthParameters, generation: UInt64, now: Int64) -> Answer? {
+    func answer(for parameters: HashedAuthParameters, generation: UInt64, now: Int64) -> Answer? {
         guard let answer = answers.read({ $0[parameters] }), answer.generation == generation,
             answer.seconds.contains(now)
         else { return nil }
@@ -33,7 +33,7 @@ final class CachedAnswers: Sendable {
     }
 
     /// Remembers the answer a lookup gave.
-    func remember(_ answer: Answer, for parameters: AuthParameters) {
+    func remember(_ answer: Answer, for parameters: HashedAuthParameters) {
         answers.write { answers in
             if answers.count >= Self.capacity, answers[parameters] == nil { answers.removeAll(keepingCapacity: true) }
             answers[parameters] = answer
@@ -45,14 +45,17 @@ extension TokenBroker {
     /// The response line for a silent request whose answer is remembered (see ``CachedAnswers``): a cached token,
     /// answered as ``answerSilently(_:caller:)`` would, with its audit line; nil when nothing is remembered for it, or
     /// what is no longer holds.
+    ///
+    /// `key` is the key of `params.authParameters`, when the caller has it already.
     public func rememberedAnswer(
         _ params: AcquireTokenSilentlyParams,
+        key: HashedAuthParameters? = nil,
         id: RequestID,
         caller: Caller
     ) -> [UInt8]? {
         guard let cache = vault.cache,
             let answer = cachedAnswers.answer(
-                for: params.authParameters,
+                for: key ?? HashedAuthParameters(params.authParameters),
                 generation: cache.generation,
                 now: nowSeconds
             )

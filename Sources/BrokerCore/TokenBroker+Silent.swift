@@ -116,8 +116,9 @@ extension TokenBroker {
     ) {
         // Once per request and cache generation: the general path answers again while the remembered one holds
         // (the bus and the endpoint ask through it), and encoding the template costs more than the lookup.
+        let key = HashedAuthParameters(parameters)
         guard let seconds, !seconds.isEmpty,
-            cachedAnswers.answer(for: parameters, generation: generation, now: seconds.lowerBound) == nil
+            cachedAnswers.answer(for: key, generation: generation, now: seconds.lowerBound) == nil
         else { return }
         var blank = result
         blank.brokerTokenResponse.correlationId = ""
@@ -135,7 +136,7 @@ extension TokenBroker {
                     source: .cache
                 )
             ),
-            for: parameters
+            for: key
         )
     }
 

@@ -49,8 +49,8 @@ struct Dispatcher: Sendable {
     /// with the decoded request, or the rejection of one that does not decode.
     func answerOnEventLoop(_ frame: ByteBuffer, caller: Caller) -> Prepared {
         let bytes = Array(frame.readableBytesView)
-        if let (id, params) = silentRequests.read(bytes) {
-            if let response = broker.rememberedAnswer(params, id: id, caller: caller) {
+        if let (id, params, key) = silentRequests.read(bytes) {
+            if let response = broker.rememberedAnswer(params, key: key, id: id, caller: caller) {
                 metrics.succeeded.add(1, ordering: .relaxed)
                 return .answered(ByteBuffer(bytes: response))
             }

@@ -1,7 +1,6 @@
+import BrokerProtocol
 import Foundation
 import Testing
-
-import BrokerProtocol
 
 struct CompactJWSTests {
     /// Three parts, empty ones included, at the bytes between the dots; anything else is not a compact JWS.

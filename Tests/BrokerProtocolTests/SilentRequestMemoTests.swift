@@ -19,6 +19,15 @@ struct SilentRequestMemoTests {
         SilentRequestReaderTests.expectSameAsDecoder(bytes, read)
     }
 
+    /// What the memo read must be what the decoder decodes, and its key the key of those parameters.
+    private func expectSameAsDecoder(
+        _ bytes: [UInt8],
+        _ read: (id: RequestID, params: AcquireTokenSilentlyParams, key: HashedAuthParameters)
+    ) {
+        SilentRequestReaderTests.expectSameAsDecoder(bytes, (read.id, read.params))
+        #expect(read.key == HashedAuthParameters(read.params.authParameters))
+    }
+
     @Test func theSameLineWithAnotherIDIsReadFromMemory() throws {
         let memo = SilentRequestMemo()
         #expect(memo.remembered(Self.line(id: "1")) == nil)
@@ -30,6 +39,34 @@ struct SilentRequestMemoTests {
         }
         #expect(memo.remembered(Self.line(id: "7"))?.id == .number(7))
         #expect(memo.remembered(Self.line(id: #""x""#))?.id == .string("x"))
+    }
+
+    /// A line read from memory comes with the key of its auth parameters, the one the first read made.
+    @Test func aRememberedLineBringsTheKeyOfItsParameters() throws {
+        let memo = SilentRequestMemo()
+        let first = try #require(memo.read(Self.line(id: "1")))
+        #expect(first.key == HashedAuthParameters(first.params.authParameters))
+        let again = try #require(memo.read(Self.line(id: "2")))
+        #expect(again.id == .number(2))
+        #expect(again.key == first.key)
+        #expect(again.key.parameters == first.params.authParameters)
+    }
+
+    /// Keys are equal exactly when the parameters are, whatever they differ in; equal keys hash alike.
+    @Test func keysAreEqualExactlyWhenTheParametersAre() {
+        let base = AuthParameters(clientId: "app", authority: "https://login.microsoftonline.com/common")
+        var scopes = base
+        scopes.requestedScopes = ["User.Read"]
+        var claims = base
+        claims.decodedClaims = "{}"
+        var refresh = base
+        refresh.forceRefresh = false
+        let keys = [base, scopes, claims, refresh].map(HashedAuthParameters.init)
+        for (i, key) in keys.enumerated() {
+            for (j, other) in keys.enumerated() { #expect((key == other) == (i == j), "\(i) \(j)") }
+            #expect(HashedAuthParameters(key.parameters) == key)
+            #expect(HashedAuthParameters(key.parameters).hashValue == key.hashValue)
+        }
     }
 
     /// Ids that are not plain integers or plain ASCII strings, and lines that differ anywhere but in the id, go to

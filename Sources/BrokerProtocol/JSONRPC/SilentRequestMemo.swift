@@ -15,12 +15,20 @@ package final class SilentRequestMemo: Sendable {
         let beforeID: [UInt8]
         let afterID: [UInt8]
         let params: AcquireTokenSilentlyParams
+        let key: HashedAuthParameters
 
-        init(hash: UInt64, beforeID: [UInt8], afterID: [UInt8], params: AcquireTokenSilentlyParams) {
+        init(
+            hash: UInt64,
+            beforeID: [UInt8],
+            afterID: [UInt8],
+            params: AcquireTokenSilentlyParams,
+            key: HashedAuthParameters
+        ) {
             self.hash = hash
             self.beforeID = beforeID
             self.afterID = afterID
             self.params = params
+            self.key = key
         }
     }
 
@@ -44,24 +52,28 @@ package final class SilentRequestMemo: Sendable {
         self.hash = hash
     }
 
-    /// The request in `frame` when it is a plain `acquireTokenSilently` (as ``SilentRequestReader/read(_:)``).
-    package func read(_ frame: [UInt8]) -> (id: RequestID, params: AcquireTokenSilentlyParams)? {
+    /// The request in `frame` when it is a plain `acquireTokenSilently` (as ``SilentRequestReader/read(_:)``), with
+    /// the key of its auth parameters (hashed when the line was first read).
+    package func read(
+        _ frame: [UInt8]
+    ) -> (id: RequestID, params: AcquireTokenSilentlyParams, key: HashedAuthParameters)? {
         let idValue = frame.count <= Self.maximumLineBytes ? Self.plainIDValue(in: frame) : nil
-        if let idValue, let (id, params) = remembered(frame, idValue: idValue) { return (id, params) }
+        if let idValue, let entry = remembered(frame, idValue: idValue) { return (idValue.id, entry.params, entry.key) }
         guard let read = SilentRequestReader.readLocatingID(frame) else { return nil }
+        let key = HashedAuthParameters(read.params.authParameters)
         if let idValue, idValue.bytes == read.idBytes, idValue.id == read.id {
-            remember(frame, around: idValue.bytes, params: read.params)
+            remember(frame, around: idValue.bytes, params: read.params, key: key)
         }
-        return (read.id, read.params)
+        return (read.id, read.params, key)
     }
 
     /// The request in `frame` when the memo has it; nil otherwise (without asking the reader).
     package func remembered(_ frame: [UInt8]) -> (id: RequestID, params: AcquireTokenSilentlyParams)? {
         guard frame.count <= Self.maximumLineBytes, let idValue = Self.plainIDValue(in: frame) else { return nil }
-        return remembered(frame, idValue: idValue).map { (id: $0.0, params: $0.1) }
+        return remembered(frame, idValue: idValue).map { (id: idValue.id, params: $0.params) }
     }
 
-    private func remembered(_ frame: [UInt8], idValue: IDValue) -> (RequestID, AcquireTokenSilentlyParams)? {
+    private func remembered(_ frame: [UInt8], idValue: IDValue) -> Entry? {
         let hash = hash(frame, idValue.bytes)
         guard let entry = slots.withLock({ $0[Int(truncatingIfNeeded: hash) & mask] }), entry.hash == hash else {
             return nil
@@ -70,7 +82,7 @@ package final class SilentRequestMemo: Sendable {
             Self.equal(entry.beforeID, UnsafeRawBufferPointer(rebasing: line[..<idValue.bytes.lowerBound]))
                 && Self.equal(entry.afterID, UnsafeRawBufferPointer(rebasing: line[idValue.bytes.upperBound...]))
         }
-        return same ? (idValue.id, entry.params) : nil
+        return same ? entry : nil
     }
 
     /// Whether `remembered` and `bytes` are the same bytes, compared a word at a time.
@@ -93,13 +105,19 @@ package final class SilentRequestMemo: Sendable {
         }
     }
 
-    private func remember(_ frame: [UInt8], around idBytes: Range<Int>, params: AcquireTokenSilentlyParams) {
+    private func remember(
+        _ frame: [UInt8],
+        around idBytes: Range<Int>,
+        params: AcquireTokenSilentlyParams,
+        key: HashedAuthParameters
+    ) {
         let hash = hash(frame, idBytes)
         let entry = Entry(
             hash: hash,
             beforeID: Array(frame[..<idBytes.lowerBound]),
             afterID: Array(frame[idBytes.upperBound...]),
-            params: params
+            params: params,
+            key: key
         )
         slots.withLock { $0[Int(truncatingIfNeeded: hash) & mask] = entry }
     }
