@@ -58,8 +58,9 @@ let secretServiceIncludes: [String] = {
 // (Sources/tokenbrokerd/start-up.order, written by scripts/order-file.sh), not spread over 30 MB of code. The linker
 // moves sections, not functions: the order only holds for code compiled a function to a section, as the release
 // builds of scripts/ do (RELEASE_BUILD in scripts/lib.sh). The compiler's private functions (closure contexts'
-// destroy functions, thunks of merged functions: `.text..L…` sections) have no symbol to order by: private-functions.ld puts all of them, 256 KiB, in
-// one block before the rest; spread over the code, the few that start-up runs had kept 3.7 MiB of it in memory.
+// destroy functions, thunks of merged functions: `.text..L…` sections) have no symbol to order by:
+// private-functions.ld puts all of them, 256 KiB, in one block before the rest; spread over the code, the few that
+// start-up runs had kept 3.7 MiB of it in memory.
 let daemonSources = "\(Context.packageDirectory)/Sources/tokenbrokerd"
 
 let daemonReleaseLinkFlags = [

@@ -1,5 +1,5 @@
 import BrokerCache
-public import BrokerProtocol
+package import BrokerProtocol
 import Foundation
 
 /// Answers to silent requests that the cache gave at once, kept encoded: the next identical request gets the same
@@ -47,7 +47,7 @@ extension TokenBroker {
     /// what is no longer holds.
     ///
     /// `key` is the key of `params.authParameters`, when the caller has it already.
-    public func rememberedAnswer(
+    package func rememberedAnswer(
         _ params: AcquireTokenSilentlyParams,
         key: HashedAuthParameters? = nil,
         id: RequestID,

@@ -200,8 +200,9 @@ public struct AcquireTokenResult: Sendable, Hashable, Codable {
 ///
 /// The memo of silent requests keeps one with each line it remembers, so that a request read from memory is not
 /// hashed again: hashing its strings was a tenth of the daemon's instructions for a cached answer. The parameters sit
-/// in a box of their own, so that a copy of the key is one reference, not fifteen fields.
-public struct HashedAuthParameters: Hashable, Sendable {
+/// in a box of their own, so that a copy of the key is one reference, not fifteen fields. Package-only: apps that link
+/// BrokerProtocol have no use for it.
+package struct HashedAuthParameters: Hashable, Sendable {
     private final class Box: Sendable {
         let parameters: AuthParameters
 
@@ -214,21 +215,21 @@ public struct HashedAuthParameters: Hashable, Sendable {
     private let parametersHash: Int
 
     /// The key of `parameters`.
-    public init(_ parameters: AuthParameters) {
+    package init(_ parameters: AuthParameters) {
         box = Box(parameters)
         parametersHash = parameters.hashValue
     }
 
     /// The parameters.
-    public var parameters: AuthParameters {
+    package var parameters: AuthParameters {
         box.parameters
     }
 
-    public func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         hasher.combine(parametersHash)
     }
 
-    public static func == (lhs: Self, rhs: Self) -> Bool {
+    package static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.parametersHash == rhs.parametersHash && (lhs.box === rhs.box || lhs.box.parameters == rhs.box.parameters)
     }
 }
