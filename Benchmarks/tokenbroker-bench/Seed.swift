@@ -179,6 +179,7 @@ extension Request {
 /// Durable storage is not what the lookup benchmark measures: entries live in memory only.
 final class MemoryStore: TokenStore {
     private let entries: [CacheEntry]
+    private let writer = DispatchQueue(label: "MemoryStore.writer")
 
     init(_ entries: [CacheEntry]) {
         self.entries = entries
@@ -188,7 +189,14 @@ final class MemoryStore: TokenStore {
         StoredEntries(entries: entries)
     }
 
-    func commit(_ changes: CacheChanges, afterCommit: @Sendable () -> Void) async throws {
-        afterCommit()
+    func enqueueCommit(
+        _ changes: CacheChanges,
+        afterCommit: @escaping @Sendable () -> Void,
+        completion: @escaping @Sendable ((any Error)?) -> Void
+    ) {
+        writer.async {
+            afterCommit()
+            completion(nil)
+        }
     }
 }

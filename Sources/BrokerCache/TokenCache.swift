@@ -7,8 +7,10 @@ import Synchronization
 
 /// The cache: the in-memory contents every lookup reads, kept in step with a durable ``TokenStore``.
 ///
-/// Writes go to the store first; memory changes only after the store committed, in commit order. A write
-/// that throws changed nothing, on disk or in memory.
+/// Commits change the contents and the store in one order. A commit that waits for the disk (``CommitWait/disk``)
+/// changes memory only after the store committed, and one that throws changed nothing, on disk or in memory. A
+/// commit that waits only for memory (``CommitWait/memory``: a refresh) changes the contents at once and is written
+/// behind, in line; if that write fails, the contents keep the tokens and the failure is logged and counted.
 public final class TokenCache: Sendable {
     private let store: any TokenStore
     private let contents: ReadWriteLocked<CacheContents>
@@ -17,6 +19,7 @@ public final class TokenCache: Sendable {
     /// Whether the database was missing beside an existing key when the cache was opened (it started empty).
     public let databaseWasMissing: Bool
     private let failures = Mutex<WriteFailures>(WriteFailures())
+    private let line = Mutex(WriteLine())
     private let changeCount = Atomic<UInt64>(0)
     private let recentSecrets = Mutex(RecentSecrets())
     /// Reads of one token's secret at the same time (the first answers after a restart): one per token and cache
@@ -39,6 +42,22 @@ public final class TokenCache: Sendable {
 
         var generation: UInt64 = 0
         var secrets: [EntryID: Secret] = [:]
+        /// The secrets of access tokens whose write is behind the contents, by the generation that wrote each.
+        ///
+        /// A commit that does not wait for the disk puts them here until its write is in the store (which would
+        /// answer with the token's previous secret, or none). Kept across generations, and when the write failed.
+        var unwritten: [EntryID: (secret: Secret, generation: UInt64)] = [:]
+    }
+
+    /// The commits in line for the store.
+    private struct WriteLine {
+        /// Commits waiting for the disk that are in line and not yet in the contents: a commit that waits only for
+        /// memory goes in line behind them, never ahead.
+        var durableAhead = 0
+        /// Commits in line, of both kinds.
+        var count = 0
+        /// Who waits for the line to empty.
+        var drained: [CheckedContinuation<Void, Never>] = []
     }
 
     /// Writes that failed since the cache was opened (a full disk, a read-only file system), for status.
@@ -104,7 +123,10 @@ public final class TokenCache: Sendable {
     public func secretInMemory(of token: AccessToken) -> Secret? {
         guard token.secret.isEmpty else { return token.secret }
         let generation = self.generation
-        return recentSecrets.withLock { $0.generation == generation ? $0.secrets[token.id] : nil }
+        return recentSecrets.withLock { recent in
+            if let unwritten = recent.unwritten[token.id] { return unwritten.secret }
+            return recent.generation == generation ? recent.secrets[token.id] : nil
+        }
     }
 
     /// The secret of `token` (an access token read from the contents): from memory (``secretInMemory(of:)``), else
@@ -139,16 +161,31 @@ public final class TokenCache: Sendable {
     /// answers for every other token to the store, and the token just written is answered from memory.
     ///
     /// Called in commit order, right after the contents changed.
-    private func carrySecrets(over changes: CacheChanges, to generation: UInt64) {
+    ///
+    /// With `unwritten`, the access tokens' secrets are also kept until their write is in the store.
+    private func carrySecrets(over changes: CacheChanges, to generation: UInt64, unwritten: Bool) {
         recentSecrets.withLock { recent in
             var secrets = recent.generation == generation - 1 ? recent.secrets : [:]
-            for id in changes.deletions { secrets[id] = nil }
+            for id in changes.deletions {
+                secrets[id] = nil
+                recent.unwritten[id] = nil
+            }
             for entry in changes.upserts {
                 guard case .accessToken(let token) = entry else { continue }
                 secrets[token.id] = token.secret.isEmpty ? nil : token.secret
+                recent.unwritten[token.id] = unwritten ? (token.secret, generation) : nil
             }
             if secrets.count > RecentSecrets.capacity { secrets = [:] }
-            recent = RecentSecrets(generation: generation, secrets: secrets)
+            recent.generation = generation
+            recent.secrets = secrets
+        }
+    }
+
+    /// Forgets the unwritten secrets of the commit of `generation`, now in the store (those a later commit wrote
+    /// again stay).
+    private func secretsWritten(by generation: UInt64) {
+        recentSecrets.withLock { recent in
+            recent.unwritten = recent.unwritten.filter { $0.value.generation != generation }
         }
     }
 
@@ -169,7 +206,15 @@ public final class TokenCache: Sendable {
             return token.id
         }
         guard !ids.isEmpty else { return [:] }
-        return try await store.secrets(of: ids)
+        // Those whose write is still in line are not in the store yet.
+        let unwritten = recentSecrets.withLock { recent in
+            ids.compactMap { id in recent.unwritten[id].map { (id, $0.secret) } }
+        }
+        var secrets = Dictionary(unwritten, uniquingKeysWith: { first, _ in first })
+        let rest = ids.filter { secrets[$0] == nil }
+        guard !rest.isEmpty else { return secrets }
+        secrets.merge(try await store.secrets(of: rest)) { unwritten, _ in unwritten }
+        return secrets
     }
 
     /// `entries` with the access tokens' `secrets` put in; an access token without a secret and none in `secrets`
@@ -183,28 +228,123 @@ public final class TokenCache: Sendable {
         }
     }
 
-    /// Writes `changes` durably, then applies them in memory.
-    public func commit(_ changes: CacheChanges) async throws {
-        do {
-            try await store.commit(changes) {
-                let generation = self.contents.write { contents -> UInt64 in
-                    contents.apply(changes)
-                    return self.changeCount.add(1, ordering: .releasing).newValue
-                }
-                self.carrySecrets(over: changes, to: generation)
+    /// Whether commits are in line for the store.
+    public var isWriting: Bool {
+        line.withLock { $0.count > 0 }
+    }
+
+    /// Waits until every commit in line is in the store (or failed); call before the process exits.
+    public func finishWrites() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let drained = line.withLock { line -> Bool in
+                guard line.count > 0 else { return true }
+                line.drained.append(continuation)
+                return false
             }
+            if drained { continuation.resume() }
+        }
+    }
+
+    /// Commits `changes`: when `wait` is ``CommitWait/disk``, writes them durably, then applies them in memory; when
+    /// it is ``CommitWait/memory``, applies them in memory and puts their write in line (or, behind a commit that
+    /// waits for the disk, waits like it).
+    public func commit(_ changes: CacheChanges, waitingFor wait: CommitWait = .disk) async throws {
+        if wait == .memory, try commitAhead(changes) { return }
+        do {
+            try await commitDurably(changes)
             if changes.upserts.count + changes.deletions.count >= FreeMemory.bulk { FreeMemory.release() }
         } catch {
-            let reason = String(String(describing: error).prefix(300))
-            let at = clock.nowMilliseconds
-            failures.withLock {
-                $0.count += 1
-                $0.last = (reason, at)
-            }
-            logger?.error("a cache write failed; none of it was kept", metadata: ["reason": "\(reason)"])
+            recordFailure(error, "a cache write failed; none of it was kept")
             throw error
         }
     }
+
+    /// Applies `changes` in memory and puts their write in line; false, having done nothing, when a commit that
+    /// waits for the disk is in line and not yet in memory (this one would overtake it).
+    private func commitAhead(_ changes: CacheChanges) throws -> Bool {
+        try changes.checkStorable()
+        return line.withLock { line -> Bool in
+            guard line.durableAhead == 0 else { return false }
+            let generation = apply(changes, unwritten: true)
+            line.count += 1
+            store.enqueueCommit(changes) {
+                self.secretsWritten(by: generation)
+            } completion: { error in
+                if let error {
+                    self.recordFailure(
+                        error,
+                        "a cache write failed after its tokens were handed out: memory keeps them, the disk has what it had before"
+                    )
+                }
+                self.writeEnded()
+            }
+            return true
+        }
+    }
+
+    /// Puts the write of `changes` in line and waits for it; memory changes when it is durable.
+    private func commitDurably(_ changes: CacheChanges) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            line.withLock { line in
+                line.durableAhead += 1
+                line.count += 1
+                store.enqueueCommit(changes) {
+                    self.line.withLock { line in
+                        _ = self.apply(changes, unwritten: false)
+                        line.durableAhead -= 1
+                    }
+                } completion: { error in
+                    if error != nil { self.line.withLock { $0.durableAhead -= 1 } }
+                    self.writeEnded()
+                    if let error { continuation.resume(throwing: error) } else { continuation.resume() }
+                }
+            }
+        }
+    }
+
+    /// Applies `changes` to the contents and returns the new generation; called with the line locked, so the
+    /// contents change in the order the writes are in line.
+    private func apply(_ changes: CacheChanges, unwritten: Bool) -> UInt64 {
+        let generation = contents.write { contents -> UInt64 in
+            contents.apply(changes)
+            return changeCount.add(1, ordering: .releasing).newValue
+        }
+        carrySecrets(over: changes, to: generation, unwritten: unwritten)
+        return generation
+    }
+
+    /// One commit left the line: lets those waiting for it to empty go on when it has.
+    private func writeEnded() {
+        let waiting = line.withLock { line -> [CheckedContinuation<Void, Never>] in
+            line.count -= 1
+            guard line.count == 0 else { return [] }
+            defer { line.drained = [] }
+            return line.drained
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    private func recordFailure(_ error: any Error, _ message: Logger.Message) {
+        let reason = String(String(describing: error).prefix(300))
+        let at = clock.nowMilliseconds
+        failures.withLock {
+            $0.count += 1
+            $0.last = (reason, at)
+        }
+        logger?.error(message, metadata: ["reason": "\(reason)"])
+    }
+}
+
+/// What a commit's caller waits for.
+public enum CommitWait: Sendable {
+    /// The write is durable, and then memory shows it: for what the caller is told is done (a sign-in, a removal,
+    /// an import).
+    case disk
+
+    /// Memory shows it; the write follows in line. For a refresh's answer: the caller asked for a token, not for a
+    /// write, and the write starts as soon as it would have. The window in which a crash loses the rotated refresh
+    /// token (from the provider's answer until the write is durable) is no longer than when the answer waits.
+    case memory
 }
 
 /// Where the cache lives inside the state directory, and how it is opened safely.

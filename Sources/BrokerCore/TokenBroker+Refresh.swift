@@ -32,15 +32,17 @@ extension TokenBroker {
         refreshes.counts
     }
 
-    /// Whether anything is under way that must not be cut off: a refresh (its rotated token must be stored) or an
-    /// interactive sign-in.
+    /// Whether anything is under way that must not be cut off: a refresh or a write in line (a rotated token must
+    /// be stored), or an interactive sign-in.
     public var isBusy: Bool {
-        !refreshes.isIdle || !flows.isEmpty
+        !refreshes.isIdle || vault.cache?.isWriting == true || !flows.isEmpty
     }
 
-    /// Waits for the refreshes under way; call before the process exits, so no rotated refresh token is lost.
+    /// Waits for the refreshes under way and the writes in line; call before the process exits, so no rotated
+    /// refresh token is lost.
     public func finishRefreshes() async {
         await refreshes.waitForRunning()
+        await vault.cache?.finishWrites()
     }
 
     /// The refresh a silent request needs, in MSAL's order (`msal-and-broker.md` §3): an app the broker has not
@@ -130,7 +132,14 @@ extension TokenBroker {
                     now: now
                 )
             }
-            return try await store(issued, clientInfo: redeemed.response.clientInfo, correlationId: correlationId)
+            // The answer does not wait for the disk: the write is in line before anyone can ask again, and memory
+            // already answers with the new tokens (a second refresh never redeems the rotated-out token).
+            return try await store(
+                issued,
+                clientInfo: redeemed.response.clientInfo,
+                correlationId: correlationId,
+                waitingFor: .memory
+            )
         }
         throw lastFailure
             ?? BrokerFailure(

@@ -256,14 +256,16 @@ struct IssuedTokens {
 }
 
 extension TokenBroker {
-    /// Writes issued tokens and builds the result the caller gets.
+    /// Writes issued tokens and builds the result the caller gets, once the write is durable or, with `wait`
+    /// ``CommitWait/memory`` (a refresh), once memory holds them.
     func store(
         _ issued: IssuedTokens,
         clientInfo: String?,
-        correlationId: String
+        correlationId: String,
+        waitingFor wait: CommitWait = .disk
     ) async throws(BrokerFailure) -> TokenResult {
         do {
-            try await cache.commit(issued.changes)
+            try await cache.commit(issued.changes, waitingFor: wait)
         } catch {
             throw BrokerFailure(.internalError, "the cache could not be written", underlying: error)
         }

@@ -40,6 +40,12 @@ struct BrokerFixture {
         )
     }
 
+    /// The entries in the store once the writes in line are done (a refresh answers before its write is).
+    func storedEntries() async -> [CacheEntry] {
+        await broker.finishRefreshes()
+        return store.entries
+    }
+
     func silent(
         clientId: String = CacheFixtures.clientId,
         authority: String? = CacheFixtures.authority,

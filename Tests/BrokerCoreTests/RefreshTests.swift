@@ -33,8 +33,8 @@ struct RefreshTests {
         CacheFixtures.msalCache(expiresOn: now + 200, familyId: familyId, extraAccessTokenFields: extra)
     }
 
-    func refreshTokens(_ fixture: BrokerFixture) -> [String] {
-        fixture.store.entries.compactMap { entry -> String? in
+    func refreshTokens(_ fixture: BrokerFixture) async -> [String] {
+        await fixture.storedEntries().compactMap { entry -> String? in
             guard case .refreshToken(let token) = entry else { return nil }
             return token.secret.reveal()
         }.sorted()
@@ -52,7 +52,7 @@ struct RefreshTests {
         #expect(result.account.username == "ada@contoso.com")
         #expect(result.extendedExpiresOn != nil)
         // The rotated token replaced the old one, on disk.
-        #expect(refreshTokens(fixture) == ["RT-NEW-1"])
+        #expect(await refreshTokens(fixture) == ["RT-NEW-1"])
         let sent = transport.sent.last
         #expect(sent?.formFields["client_id"] == CacheFixtures.clientId)
         #expect(sent?.formFields["client_info"] == "1")
@@ -73,7 +73,7 @@ struct RefreshTests {
         #expect(result.accessToken.reveal() == "AT-NEW-y")
         #expect(transport.sent.last?.formFields["refresh_token"] == "RT-SECRET-1-\(CacheFixtures.ada.oid)")
         // The new family token replaced the one redeemed (the provider may have rotated it out).
-        #expect(refreshTokens(fixture) == ["RT-NEW-y"])
+        #expect(await refreshTokens(fixture) == ["RT-NEW-y"])
         // The first app now refreshes through the family too.
         let first = try await fixture.silent(clientId: CacheFixtures.clientId, forceRefresh: true)
         #expect(first.accessToken.reveal() == "AT-NEW-x")
@@ -98,7 +98,7 @@ struct RefreshTests {
         // Known to be outside the family, the app no longer tries the family's token; the token stays.
         await expectFailure(.interactionRequired) { _ = try await fixture.silent(clientId: Self.family) }
         #expect(transport.count(endingIn: "/token") == 1)
-        #expect(refreshTokens(fixture).count == 1)
+        #expect(await refreshTokens(fixture).count == 1)
     }
 
     @Test func aDeadRefreshTokenIsForgottenOthersAreKept() async throws {
@@ -106,10 +106,10 @@ struct RefreshTests {
         let transport = ScriptedTransport.provider { _ in ScriptedTransport.json(400, answer.withLock { $0 }) }
         let fixture = try await BrokerFixture(documents: [Self.staleCache()], transport: transport)
         await expectFailure(.interactionRequired) { _ = try await fixture.silent() }
-        #expect(refreshTokens(fixture).count == 1)
+        #expect(await refreshTokens(fixture).count == 1)
         answer.withLock { $0 = ["error": "invalid_grant", "suberror": "bad_token"] }
         await expectFailure(.interactionRequired) { _ = try await fixture.silent(scopes: ["Files.Read"]) }
-        #expect(refreshTokens(fixture).isEmpty)
+        #expect(await refreshTokens(fixture).isEmpty)
     }
 
     @Test func theCachedTokenServesWhileTheProviderIsDown() async throws {
@@ -124,7 +124,7 @@ struct RefreshTests {
         let result = try await fixture.silent()
         #expect(result.tokenSource == .cache)
         #expect(result.accessToken.reveal().hasPrefix("eyJ"))
-        #expect(refreshTokens(fixture).count == 1)
+        #expect(await refreshTokens(fixture).count == 1)
         // Unless the app insists on a new one.
         await expectFailure(.serverError) { _ = try await fixture.silent(forceRefresh: true) }
         // Or needs more validity than the cached token has.

@@ -1,5 +1,6 @@
 public import BrokerCache
 public import BrokerProtocol
+import Dispatch
 import Synchronization
 
 /// A store that keeps entries in memory only: for unit tests of code above the cache, never for the daemon.
@@ -12,6 +13,7 @@ public final class InMemoryTokenStore: TokenStore {
     private let leavesAccessTokenSecrets: Bool
     private let secretReadCount = Mutex(0)
     private let secretReadHold: Mutex<(@Sendable () -> Bool)?> = Mutex(nil)
+    private let writer = DispatchQueue(label: "InMemoryTokenStore.writer")
 
     /// A store holding `entries`; with `leavingAccessTokenSecrets` false, its contents keep every secret in memory.
     public init(_ entries: [CacheEntry] = [], leavingAccessTokenSecrets: Bool = true) {
@@ -22,6 +24,14 @@ public final class InMemoryTokenStore: TokenStore {
     /// Makes every later commit throw `error` (nil to stop), to test that failed writes change nothing.
     public func failCommits(with error: (any Error)?) {
         failure.withLock { $0 = error }
+    }
+
+    /// Holds every write in line behind this call until the returned closure is called: a test looks at the cache
+    /// while its writes wait, as they do behind a slow disk.
+    public func holdWrites() -> @Sendable () -> Void {
+        let gate = DispatchSemaphore(value: 0)
+        writer.async { gate.wait() }
+        return { gate.signal() }
     }
 
     /// The entries as committed.
@@ -61,17 +71,24 @@ public final class InMemoryTokenStore: TokenStore {
         }
     }
 
-    /// Applies the change set under a lock, then calls `afterCommit` under the same lock; refuses an access token
-    /// without its secret, as the SQLite store does.
-    public func commit(_ changes: CacheChanges, afterCommit: @Sendable () -> Void) async throws {
-        if let error = failure.withLock({ $0 }) { throw error }
-        for case .accessToken(let token) in changes.upserts where token.secret.isEmpty {
-            throw CacheError(.corrupt, "an access token without its secret cannot be stored; nothing was written")
-        }
-        state.withLock { entries in
-            for id in changes.deletions { entries[id] = nil }
-            for entry in changes.upserts { entries[entry.id] = entry }
-            afterCommit()
+    /// Puts the change set in line on the store's own serial queue, as the SQLite store does on its writer's.
+    ///
+    /// There it is applied under a lock, and `afterCommit` runs under the same lock. Refuses an access token without
+    /// its secret, as the SQLite store does.
+    public func enqueueCommit(
+        _ changes: CacheChanges,
+        afterCommit: @escaping @Sendable () -> Void,
+        completion: @escaping @Sendable ((any Error)?) -> Void
+    ) {
+        writer.async {
+            if let error = self.failure.withLock({ $0 }) { return completion(error) }
+            do { try changes.checkStorable() } catch { return completion(error) }
+            self.state.withLock { entries in
+                for id in changes.deletions { entries[id] = nil }
+                for entry in changes.upserts { entries[entry.id] = entry }
+                afterCommit()
+            }
+            completion(nil)
         }
     }
 }

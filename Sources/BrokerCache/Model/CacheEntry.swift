@@ -71,4 +71,12 @@ public struct CacheChanges: Sendable, Hashable {
     public var isEmpty: Bool {
         upserts.isEmpty && deletions.isEmpty
     }
+
+    /// Throws when a store must refuse the change set: it holds an access token without its secret (one taken from
+    /// contents that left it in the store), and writing it would lose the token.
+    public func checkStorable() throws(CacheError) {
+        for case .accessToken(let token) in upserts where token.secret.isEmpty {
+            throw CacheError(.corrupt, "an access token without its secret cannot be stored; nothing was written")
+        }
+    }
 }

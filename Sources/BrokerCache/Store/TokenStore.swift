@@ -9,11 +9,19 @@ public protocol TokenStore: Sendable {
     /// Every stored entry, plus the ids of entries that could not be opened (kept on disk, never deleted).
     func loadAll() async throws -> StoredEntries
 
-    /// Writes `changes` in one transaction that survives a crash once this returns, then calls `afterCommit`
-    /// before any later commit starts, so callers can mirror commits in memory in commit order.
+    /// Puts a write of `changes` in line and returns at once, without calling anything.
     ///
-    /// Throws without calling `afterCommit` when nothing was written.
-    func commit(_ changes: CacheChanges, afterCommit: @Sendable () -> Void) async throws
+    /// Writes run one at a time, off the caller's thread, in the order they were put in line. Each is one
+    /// transaction; once it is durable (it survives a crash), `afterCommit` runs before any later write starts, so
+    /// callers can mirror commits in memory in commit order. `completion` then gets nil, or the error when nothing
+    /// was written (and `afterCommit` was not called).
+    ///
+    /// Never calls either closure on the caller's thread before returning: a caller may hold a lock that they take.
+    func enqueueCommit(
+        _ changes: CacheChanges,
+        afterCommit: @escaping @Sendable () -> Void,
+        completion: @escaping @Sendable ((any Error)?) -> Void
+    )
 
     /// The secrets of the access tokens `ids`, as stored now, for contents loaded without them
     /// (``CacheContents/leavesAccessTokenSecretsInStore``); an id whose entry is gone has none.

@@ -1,0 +1,116 @@
+import BrokerProtocol
+import BrokerTestSupport
+import Foundation
+import Testing
+
+@testable import BrokerCache
+
+/// Commits that wait only for memory (a refresh's): the contents change at once, the write follows in line, and
+/// memory and store end in the same order whatever the mix of commits.
+struct TokenCacheWriteLineTests {
+    private struct DiskFull: Error {}
+
+    private func cache() async throws -> (TokenCache, InMemoryTokenStore, AccessToken) {
+        let document = CacheFixtures.msalCache(people: [CacheFixtures.ada], label: "1")
+        let store = InMemoryTokenStore(try MSALCacheDocument.read(Data(CacheFixtures.text(document).utf8)).entries)
+        let cache = try await TokenCache(store: store)
+        let token = try #require(cache.read { $0.accessTokens.values.first })
+        return (cache, store, token)
+    }
+
+    private func storedSecret(_ store: InMemoryTokenStore, _ id: EntryID) -> Secret? {
+        store.entries.lazy.compactMap { entry -> Secret? in
+            guard case .accessToken(let token) = entry, token.id == id else { return nil }
+            return token.secret
+        }.first
+    }
+
+    /// Memory answers with the new token while its write waits behind a slow disk, the store's old row is never
+    /// read for it, and the write lands in the store.
+    @Test func memoryShowsTheCommitBeforeTheStoreHasIt() async throws {
+        let (cache, store, token) = try await cache()
+        var renewed = token
+        renewed.secret = Secret("AT-renewed")
+        renewed.expiresOn += 3600
+        let release = store.holdWrites()
+        try await cache.commit(CacheChanges(upserts: [.accessToken(renewed)]), waitingFor: .memory)
+        // More tokens than the secrets remembered per generation, so that only the unwritten ones' table knows it.
+        let others = (0..<300).map { index in
+            var other = token
+            other.target = "api://other/\(index)"
+            other.secret = Secret("AT-other-\(index)")
+            return CacheEntry.accessToken(other)
+        }
+        try await cache.commit(CacheChanges(upserts: others), waitingFor: .memory)
+        #expect(cache.isWriting)
+        #expect(cache.read { $0.accessTokens[renewed.id.key]?.expiresOn } == renewed.expiresOn)
+        #expect(storedSecret(store, renewed.id) != Secret("AT-renewed"))
+        let inMemory = try #require(cache.read { $0.accessTokens[renewed.id.key] })
+        #expect(try await cache.secret(of: inMemory) == Secret("AT-renewed"))
+        #expect(try await cache.allEntriesWithSecrets().contains(.accessToken(renewed)))
+        #expect(store.secretReads == 0)
+        release()
+        await cache.finishWrites()
+        #expect(!cache.isWriting)
+        #expect(storedSecret(store, renewed.id) == Secret("AT-renewed"))
+        #expect(cache.writeFailures.count == 0)
+    }
+
+    /// A commit that waits only for memory does not overtake one that waits for the disk and is still in line:
+    /// memory and store end with the later one's token.
+    @Test func neverOvertakesACommitWaitingForTheDisk() async throws {
+        let (cache, store, token) = try await cache()
+        var first = token
+        first.secret = Secret("AT-first")
+        var second = token
+        second.secret = Secret("AT-second")
+        let release = store.holdWrites()
+        let durable = Task { try await cache.commit(CacheChanges(upserts: [.accessToken(first)])) }
+        try await waitUntil("the durable commit is in line") { cache.isWriting }
+        let ahead = Task {
+            try await cache.commit(CacheChanges(upserts: [.accessToken(second)]), waitingFor: .memory)
+        }
+        release()
+        try await durable.value
+        try await ahead.value
+        await cache.finishWrites()
+        #expect(storedSecret(store, token.id) == Secret("AT-second"))
+        let inMemory = try #require(cache.read { $0.accessTokens[token.id.key] })
+        #expect(try await cache.secret(of: inMemory) == Secret("AT-second"))
+    }
+
+    /// A write behind that fails leaves memory with the tokens (already handed out), is counted and logged, and
+    /// memory keeps answering with the token's secret, not the store's old one.
+    @Test func aFailedWriteBehindKeepsTheTokensInMemory() async throws {
+        let (cache, store, token) = try await cache()
+        var renewed = token
+        renewed.secret = Secret("AT-renewed")
+        store.failCommits(with: DiskFull())
+        try await cache.commit(CacheChanges(upserts: [.accessToken(renewed)]), waitingFor: .memory)
+        await cache.finishWrites()
+        #expect(cache.writeFailures.count == 1)
+        #expect(cache.writeFailures.last?.reason.contains("DiskFull") == true)
+        #expect(storedSecret(store, token.id) != Secret("AT-renewed"))
+        let inMemory = try #require(cache.read { $0.accessTokens[token.id.key] })
+        #expect(try await cache.secret(of: inMemory) == Secret("AT-renewed"))
+        // A later write of the same token that lands brings the store up to date.
+        store.failCommits(with: nil)
+        var again = token
+        again.secret = Secret("AT-again")
+        try await cache.commit(CacheChanges(upserts: [.accessToken(again)]), waitingFor: .memory)
+        await cache.finishWrites()
+        #expect(storedSecret(store, token.id) == Secret("AT-again"))
+    }
+
+    /// An access token without its secret is refused before memory changes, as the store refuses it.
+    @Test func anUnstorableCommitChangesNothing() async throws {
+        let (cache, store, token) = try await cache()
+        let generation = cache.generation
+        await #expect(throws: CacheError.self) {
+            try await cache.commit(CacheChanges(upserts: [.accessToken(token)]), waitingFor: .memory)
+        }
+        #expect(cache.generation == generation)
+        #expect(!cache.isWriting)
+        #expect(store.entries.count == cache.read { $0.count.total })
+    }
+}
