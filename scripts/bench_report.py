@@ -84,9 +84,13 @@ for r in by("refresh"):
           f"p90 {r['p90_us'] / 1000:.2f} ms, p99 {r['p99_us'] / 1000:.2f} ms")
 for r in by("refresh_share"):
     share = r["broker_p50_us"]
-    print(f"- of that, the provider's own work: {r['provider_us']:.0f} µs per answer ({r['calls']} calls); the broker's "
-          f"share (p50 less the provider): {share:.0f} µs, p90 {r['broker_p90_us']:.0f} µs; target ≤ 300 µs: "
-          f"{'met' if share <= 300 else 'NOT met'}")
+    print(f"- of that, the provider's answer at its server's edge: {r['provider_us']:.0f} µs per answer "
+          f"({r['calls']} calls); the broker's share (p50 less the provider): {share:.0f} µs, "
+          f"p90 {r['broker_p90_us']:.0f} µs; target ≤ 300 µs: {'met' if share <= 300 else 'NOT met'}")
+    if "provider_endpoint_us" in r:
+        print(f"- as measured before this pass (less only the endpoint's working time, {r['provider_endpoint_us']:.0f} "
+              f"µs, so that the provider's HTTP server counted as the broker's): "
+              f"{r['broker_with_provider_http_p50_us']:.0f} µs")
 for r in by("single_flight"):
     print(f"- {r['callers']} simultaneous callers needing one refresh, all answered in: p50 {r['p50_us'] / 1000:.2f} ms, "
           f"p90 {r['p90_us'] / 1000:.2f} ms, worst {r['p99_us'] / 1000:.2f} ms ({r['rounds']} rounds)")

@@ -33,10 +33,13 @@ struct HTTPServer: Sendable {
     /// Binds a listener on `host`:`port` (port 0 picks a free one); nothing is served until `run` is called.
     ///
     /// With `tls`, every connection speaks TLS with that context (HTTPS); without it, plain HTTP.
+    ///
+    /// With `timing`, the v2.0 token endpoint's answers are timed at the connection (``ServedTime``).
     static func bind(
         host: String,
         port: Int,
         tls: NIOSSLContext? = nil,
+        timing: ServedTime? = nil,
         group: MultiThreadedEventLoopGroup = .singleton
     ) async throws -> HTTPServer {
         let listener = try await ServerBootstrap(group: group)
@@ -48,6 +51,9 @@ struct HTTPServer: Sendable {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                     }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    if let timing {
+                        try channel.pipeline.syncOperations.addHandler(timing.handler())
+                    }
                     return try Connection(wrappingChannelSynchronously: channel)
                 }
             }

@@ -40,9 +40,13 @@ actor IdentityProvider {
     private var authorizeRequests = 0
     var deviceCodeRequests = 0
 
-    /// Creates a provider with no codes or tokens issued yet.
-    init(configuration: ProviderConfiguration) {
+    /// The token endpoint's answers timed at the server's edge.
+    private let served: ServedTime
+
+    /// Creates a provider with no codes or tokens issued yet; its server times token answers in `served`.
+    init(configuration: ProviderConfiguration, served: ServedTime = ServedTime()) {
         self.configuration = configuration
+        self.served = served
     }
 
     // MARK: Token endpoint admission
@@ -123,6 +127,7 @@ actor IdentityProvider {
         ProviderStats(
             tokenRequests: tokenRequests,
             tokenAnswerMicroseconds: Int(tokenAnswerTime / .microseconds(1)),
+            tokenServedMicroseconds: served.microseconds,
             byGrant: tokenRequestsByGrant,
             v1TokenRequests: v1TokenRequests,
             v1ByGrant: v1TokenRequestsByGrant,

@@ -33,9 +33,15 @@ struct ProviderStats: Encodable {
     /// Requests to the v2.0 token endpoint, counted before faults are applied.
     let tokenRequests: Int
 
-    /// The time the v2.0 token endpoint spent working out its answers, in microseconds (from the request read to
-    /// the response built: what a benchmark subtracts to find the broker's own share of a refresh).
+    /// The time the v2.0 token endpoint spent working out its answers, in microseconds (from the request handed to
+    /// it to the response built).
     let tokenAnswerMicroseconds: Int
+
+    /// The time the v2.0 token endpoint's answers took at the server's edge, in microseconds (``ServedTime``).
+    ///
+    /// From the request's head read off the connection to the response's last byte written to it: what a benchmark
+    /// subtracts to find the broker's own share of a refresh.
+    let tokenServedMicroseconds: Int
 
     /// Requests to the v2.0 token endpoint by `grant_type`.
     let byGrant: [String: Int]

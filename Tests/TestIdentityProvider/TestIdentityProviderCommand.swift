@@ -80,7 +80,8 @@ struct TestIdentityProviderCommand: AsyncParsableCommand {
     func run() async throws {
         let key = try SigningKey()
         let tls = try tlsCertificateOut.map { _ in try TLSIdentity() }
-        let server = try await HTTPServer.bind(host: "127.0.0.1", port: port, tls: tls?.context)
+        let served = ServedTime()
+        let server = try await HTTPServer.bind(host: "127.0.0.1", port: port, tls: tls?.context, timing: served)
         // The scheme's default port is left out, as clients write the URL (MSAL keys its cache by the host alone).
         let scheme = tls == nil ? "http" : "https"
         let isDefaultPort = server.port == (tls == nil ? 80 : 443)
@@ -108,7 +109,7 @@ struct TestIdentityProviderCommand: AsyncParsableCommand {
             deviceCodeLifetime: deviceCodeLifetime,
             baseURL: baseURL
         )
-        let router = Router(provider: IdentityProvider(configuration: configuration), key: key)
+        let router = Router(provider: IdentityProvider(configuration: configuration, served: served), key: key)
         let stopping = SignalWatch(signals: [SIGTERM, SIGINT])
         try announce(
             ReadyLine(

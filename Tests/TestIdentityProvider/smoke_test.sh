@@ -512,6 +512,8 @@ jtest "/_test/stats counts every request ($(sent) token, $AUTHORIZE_GETS authori
      and j['byGrant']['refresh_token'] == $(sent refresh_token) \
      and j['byGrant']['urn:ietf:params:oauth:grant-type:device_code'] \
          == $(sent urn:ietf:params:oauth:grant-type:device_code)"
+jtest "/_test/stats times the v2.0 token answers, at the server's edge no shorter than in the endpoint" \
+    "$WORK/stats.body" "j['tokenServedMicroseconds'] >= j['tokenAnswerMicroseconds'] > 0"
 jtest "/_test/stats counts the v1 token endpoint apart ($(sent1) requests)" "$WORK/stats.body" \
     "j['v1TokenRequests'] == $(sent1) and j['v1ByGrant']['authorization_code'] == $(sent1 authorization_code) \
      and j['v1ByGrant']['refresh_token'] == $(sent1 refresh_token) \
