@@ -31,17 +31,32 @@ if doors:
               f"({b['p50_us'] / o['p50_us']:.1f}×) and {b['p99_us'] - o['p99_us']:.0f} µs more at p99")
 
 print("\n### Throughput and server CPU per request\n")
+rounds = len(by("throughput", label="broker", connections=1))
+if rounds > 1:
+    print(f"Each figure is the median of {rounds} rounds (floor and broker back to back in each), the rounds' range "
+          "in brackets.\n")
 print("| clients | floor req/s | broker req/s | broker / floor | floor CPU µs/req | broker CPU µs/req | broker p50 / p99 µs |")
 print("|---|---|---|---|---|---|---|")
+
+
+def middle(values, digits, thousands=False):
+    values = sorted(values)
+    median = values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+    shown = (lambda v: f"{v:,.0f}") if thousands else (lambda v: f"{v:.{digits}f}")
+    return shown(median) + (f" [{shown(values[0])}–{shown(values[-1])}]" if len(values) > 1 else "")
+
+
 for connections in (1, 8, 32, 64):
     floor = by("throughput", label="floor", connections=connections)
     broker = by("throughput", label="broker", connections=connections)
     if not floor or not broker:
         continue
-    f, b = floor[0], broker[0]
-    print(f"| {connections} | {f['rps']:,.0f} | {b['rps']:,.0f} | {b['rps'] / f['rps']:.2f} | "
-          f"{f.get('server_cpu_us_per_request', 0):.1f} | {b.get('server_cpu_us_per_request', 0):.1f} | "
-          f"{b['p50_us']:.0f} / {b['p99_us']:.0f} |")
+    pairs = list(zip(floor, broker))
+    print(f"| {connections} | {middle([f['rps'] for f, _ in pairs], 0, True)} | "
+          f"{middle([b['rps'] for _, b in pairs], 0, True)} | {middle([b['rps'] / f['rps'] for f, b in pairs], 2)} | "
+          f"{middle([f.get('server_cpu_us_per_request', 0) for f, _ in pairs], 1)} | "
+          f"{middle([b.get('server_cpu_us_per_request', 0) for _, b in pairs], 1)} | "
+          f"{middle([b['p50_us'] for _, b in pairs], 0)} / {middle([b['p99_us'] for _, b in pairs], 0)} |")
 for r in by("throughput", label="broker-10k"):
     print(f"| {r['connections']} (10,000 tokens) | | {r['rps']:,.0f} | | | {r.get('server_cpu_us_per_request', 0):.1f} | {r['p50_us']:.0f} / {r['p99_us']:.0f} |")
 
