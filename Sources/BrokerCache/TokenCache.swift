@@ -124,7 +124,8 @@ public final class TokenCache: Sendable {
         guard token.secret.isEmpty else { return token.secret }
         let generation = self.generation
         return recentSecrets.withLock { recent in
-            if let unwritten = recent.unwritten[token.id] { return unwritten.secret }
+            let unwritten = recent.unwritten.isEmpty ? nil : recent.unwritten[token.id]
+            if let unwritten { return unwritten.secret }
             return recent.generation == generation ? recent.secrets[token.id] : nil
         }
     }
