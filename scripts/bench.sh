@@ -23,8 +23,8 @@ BIN=$(swift build "${RELEASE_BUILD[@]}" --show-bin-path)
 OUT=.build-bench; mkdir -p "$OUT"; RESULTS="$OUT/results.jsonl"; : > "$RESULTS"
 cc -O2 -o "$OUT/floor_server" Benchmarks/floor/floor_server.c
 
-WORK=$(mktemp -d); DAEMON=""; FLOOR=""; IDP=""; DBUS=""
-cleanup() { for pid in $DAEMON $FLOOR $IDP $DBUS; do kill "$pid" 2>/dev/null || true; done; rm -rf "$WORK"; }
+WORK=$(mktemp -d); DAEMON=""; FLOOR=""; REFRESH_FLOOR=""; IDP=""; DBUS=""
+cleanup() { for pid in $DAEMON $FLOOR $REFRESH_FLOOR $IDP $DBUS; do kill "$pid" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
 
 start_daemon() {  # $1: name; $2: the address of a session bus to join (without it, --no-bus)
@@ -193,23 +193,57 @@ printf '{"jsonrpc":"2.0","id":1,"method":"acquireTokenSilently","params":{"authP
   "$CLIENT" "$AUTHORITY" > "$WORK/refresh.json"
 token_calls() { curl -s "http://127.0.0.1:$IDP_PORT/_test/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokenRequests"])'; }
 provider_stats() { curl -s "http://127.0.0.1:$IDP_PORT/_test/stats" > "$1"; }
-provider_stats "$WORK/stats-before.json"
-bench refresh --label refresh --socket "$WORK/refresh/broker.sock" --request "$WORK/refresh.json" --count $((COUNT / 500)) > "$WORK/refresh-result.json"
-provider_stats "$WORK/stats-after.json"
 # The broker's own share of a refresh: the round trip less the time the provider's answer took at its server's edge
-# (from the request read off its connection to the response written; the provider counts it). The loopback stays on
-# the broker's side of the line. The share as measured before (less only the endpoint's working time, so that the
+# (from the request read off its connection to the response written; the provider counts it, as a total over its
+# answers). The loopback stays on the broker's side of the line. The mean round trip less the mean answer is the mean
+# share exactly; the p50 less the mean answer moves with the spread of the provider's signing times. The share as measured before (less only the endpoint's working time, so that the
 # provider's HTTP server, its hops and its log line counted as the broker's) is kept beside it.
-python3 - "$WORK/refresh-result.json" "$WORK/stats-before.json" "$WORK/stats-after.json" <<'PY' | tee -a "$RESULTS" >/dev/null
+refresh_share() {  # $1: label; $2: socket; $3: request file
+  provider_stats "$WORK/stats-before.json"
+  bench refresh --label "$1" --socket "$2" --request "$3" --count $((COUNT / 500)) > "$WORK/refresh-result.json"
+  provider_stats "$WORK/stats-after.json"
+  python3 - "$1" "$WORK/refresh-result.json" "$WORK/stats-before.json" "$WORK/stats-after.json" <<'PY' | tee -a "$RESULTS" >/dev/null
 import json, sys
-run = json.load(open(sys.argv[1])); before = json.load(open(sys.argv[2])); after = json.load(open(sys.argv[3]))
+label = sys.argv[1]; run = json.load(open(sys.argv[2])); before = json.load(open(sys.argv[3])); after = json.load(open(sys.argv[4]))
 calls = after["tokenRequests"] - before["tokenRequests"]
 provider = (after["tokenServedMicroseconds"] - before["tokenServedMicroseconds"]) / max(1, calls)
 endpoint = (after["tokenAnswerMicroseconds"] - before["tokenAnswerMicroseconds"]) / max(1, calls)
-print(json.dumps({"kind": "refresh_share", "calls": calls, "provider_us": provider,
+print(json.dumps({"kind": "refresh_share", "label": label, "calls": calls, "provider_us": provider,
                   "broker_p50_us": run["p50_us"] - provider, "broker_p90_us": run["p90_us"] - provider,
+                  "broker_mean_us": run["mean_us"] - provider,
                   "provider_endpoint_us": endpoint, "broker_with_provider_http_p50_us": run["p50_us"] - endpoint}))
 PY
+}
+refresh_share refresh "$WORK/refresh/broker.sock" "$WORK/refresh.json"
+
+# The floor of that share on this machine: a C server that, for each request, POSTs the same refresh-token grant to
+# the same provider over one kept-alive connection, keeps the rotated token and answers a line of the broker's size
+# (no signature check, no cache, no disk). Its refresh token comes from a device-code sign-in of its own.
+cc -O2 -o "$OUT/refresh_floor" Benchmarks/floor/refresh_floor.c
+TENANT=${AUTHORITY##*/}
+REFRESH_ANSWER_BYTES=$(python3 - "$WORK/refresh/broker.sock" "$WORK/refresh.json" <<'PY'
+import socket, sys
+connection = socket.socket(socket.AF_UNIX); connection.connect(sys.argv[1])
+connection.sendall(open(sys.argv[2], "rb").read()); answer = b""
+while not answer.endswith(b"\n"):
+    answer += connection.recv(65536)
+print(len(answer))
+PY
+)
+SCOPES="api://bench/Things.Read openid profile offline_access"
+DEVICE=$(curl -s -d "client_id=$CLIENT" --data-urlencode "scope=$SCOPES" "http://127.0.0.1:$IDP_PORT/$TENANT/oauth2/v2.0/devicecode")
+field() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+curl -s -o /dev/null --data-urlencode "user_code=$(field user_code <<<"$DEVICE")" \
+  --data-urlencode username=floor@contoso.example "http://127.0.0.1:$IDP_PORT/devicelogin"
+FLOOR_REFRESH_TOKEN=$(curl -s -d grant_type=urn:ietf:params:oauth:grant-type:device_code -d "client_id=$CLIENT" \
+  -d client_info=1 --data-urlencode "device_code=$(field device_code <<<"$DEVICE")" \
+  "http://127.0.0.1:$IDP_PORT/$TENANT/oauth2/v2.0/token" | field refresh_token)
+FORM="client_id=$CLIENT&grant_type=refresh_token&scope=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$SCOPES")&client_info=1"
+"$OUT/refresh_floor" "$WORK/refresh-floor.sock" "$IDP_PORT" "/$TENANT/oauth2/v2.0/token" "$FORM" \
+  "$FLOOR_REFRESH_TOKEN" "$REFRESH_ANSWER_BYTES" 2>"$WORK/refresh-floor.log" & REFRESH_FLOOR=$!
+for _ in $(seq 100); do [ -S "$WORK/refresh-floor.sock" ] && break; sleep 0.02; done
+refresh_share refresh-floor "$WORK/refresh-floor.sock" "$WORK/refresh.json"
+kill "$REFRESH_FLOOR"; wait "$REFRESH_FLOOR" 2>/dev/null || true; REFRESH_FLOOR=""
 BEFORE=$(token_calls)
 ROUNDS=20
 bench single-flight --label single-flight --socket "$WORK/refresh/broker.sock" --request "$WORK/refresh.json" --callers 50 --rounds "$ROUNDS" >/dev/null
