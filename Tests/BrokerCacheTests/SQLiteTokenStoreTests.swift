@@ -45,6 +45,37 @@ struct SQLiteTokenStoreTests {
         #expect(migrations == ["v1: sealed entries", "v2: sealed grants"])
     }
 
+    /// Commits that do not wait for the disk, many in a row, each replacing what the one before wrote, and a removal
+    /// that waits for the disk behind them: once the line is done, a reopened database holds what memory held, in
+    /// the same order.
+    @Test func writesBehindReachTheDiskInOrder() async throws {
+        let directory = try TemporaryDirectory()
+        let location = CacheLocation(stateDirectory: directory.url)
+        let written = try entries()
+        let cache = try await TokenCache(store: try location.openStore())
+        try await cache.commit(CacheChanges(upserts: written))
+        var token = try #require(
+            written.lazy.compactMap { entry -> AccessToken? in
+                guard case .accessToken(let token) = entry else { return nil }
+                return token
+            }.first
+        )
+        let original = token.secret.reveal()
+        for round in 1...50 {
+            token.secret = Secret("\(original)-\(round)")
+            try await cache.commit(CacheChanges(upserts: [.accessToken(token)]), waitingFor: .memory)
+        }
+        let removed = try #require(written.first { if case .idToken = $0 { true } else { false } })
+        try await cache.commit(CacheChanges(deletions: [removed.id]))
+        await cache.finishWrites()
+        let expected = try await cache.allEntriesWithSecrets()
+        #expect(expected.contains(.accessToken(token)))
+        #expect(!expected.contains { $0.id == removed.id })
+        #expect(cache.writeFailures.count == 0)
+        let reopened = try await TokenCache(store: try location.openStore())
+        #expect(try await reopened.allEntriesWithSecrets() == expected)
+    }
+
     /// An access token read from the contents has no secret in memory: writing it back would lose the token, so the
     /// commit refuses it and nothing changes; a token removed since it was read has no secret to read.
     @Test func anAccessTokenWithoutItsSecretIsNeverWritten() async throws {
