@@ -122,7 +122,8 @@ int main(int argc, char **argv) {
             for (ssize_t byte = 0; byte < got; byte++) {
                 if (buffer[byte] != '\n') continue;
                 if (redeem(provider, port, path, form, answer, sizeof answer) != 0) {
-                    fprintf(stderr, "the provider refused the refresh:\n%.600s\n", answer);
+                    // The status line only: a body may hold tokens.
+                    fprintf(stderr, "the refresh failed: %.*s\n", (int)strcspn(answer, "\r\n"), answer);
                     return 1;
                 }
                 if (write_all(client, line, size) < 0) break;
