@@ -128,6 +128,7 @@ actor IdentityProvider {
             tokenRequests: tokenRequests,
             tokenAnswerMicroseconds: Int(tokenAnswerTime / .microseconds(1)),
             tokenServedMicroseconds: served.microseconds,
+            tokenDelayMs: Int(tokenDelay / .milliseconds(1)),
             byGrant: tokenRequestsByGrant,
             v1TokenRequests: v1TokenRequests,
             v1ByGrant: v1TokenRequestsByGrant,

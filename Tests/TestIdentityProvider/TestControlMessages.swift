@@ -43,6 +43,9 @@ struct ProviderStats: Encodable {
     /// subtracts to find the broker's own share of a refresh.
     let tokenServedMicroseconds: Int
 
+    /// The delay every token answer waits now (`/_test/delay`; 0 after `/_test/reset`), in milliseconds.
+    let tokenDelayMs: Int
+
     /// Requests to the v2.0 token endpoint by `grant_type`.
     let byGrant: [String: Int]
 
