@@ -186,6 +186,7 @@ public final class TokenCache: Sendable {
     /// again stay).
     private func secretsWritten(by generation: UInt64) {
         recentSecrets.withLock { recent in
+            guard !recent.unwritten.isEmpty else { return }
             recent.unwritten = recent.unwritten.filter { $0.value.generation != generation }
         }
     }
@@ -231,7 +232,12 @@ public final class TokenCache: Sendable {
 
     /// Whether commits are in line for the store.
     public var isWriting: Bool {
-        line.withLock { $0.count > 0 }
+        writesInLine > 0
+    }
+
+    /// How many commits are in line for the store, of both kinds.
+    var writesInLine: Int {
+        line.withLock { $0.count }
     }
 
     /// Waits until every commit in line is in the store (or failed); call before the process exits.

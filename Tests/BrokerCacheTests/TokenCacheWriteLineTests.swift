@@ -70,6 +70,8 @@ struct TokenCacheWriteLineTests {
         let ahead = Task {
             try await cache.commit(CacheChanges(upserts: [.accessToken(second)]), waitingFor: .memory)
         }
+        // Both in line before the disk moves: the second commit meets the first one still waiting.
+        try await waitUntil("the second commit is in line") { cache.writesInLine == 2 }
         release()
         try await durable.value
         try await ahead.value
