@@ -116,10 +116,9 @@ extension TokenBroker {
     ) {
         // Once per request and cache generation: the general path answers again while the remembered one holds
         // (the bus and the endpoint ask through it), and encoding the template costs more than the lookup.
+        guard let seconds, !seconds.isEmpty else { return }
         let key = HashedAuthParameters(parameters)
-        guard let seconds, !seconds.isEmpty,
-            cachedAnswers.answer(for: key, generation: generation, now: seconds.lowerBound) == nil
-        else { return }
+        guard cachedAnswers.answer(for: key, generation: generation, now: seconds.lowerBound) == nil else { return }
         var blank = result
         blank.brokerTokenResponse.correlationId = ""
         guard let template = ResponseTemplate(blank) else { return }
