@@ -12,6 +12,17 @@ struct SQLiteTokenStoreTests {
         return try MSALCacheDocument.read(Data(CacheFixtures.text(document).utf8)).entries
     }
 
+    /// A cache on a new database in `directory`, holding ``entries(label:)`` as written; and where it is.
+    private func cacheHoldingEntries(
+        in directory: TemporaryDirectory
+    ) async throws -> (cache: TokenCache, location: CacheLocation, written: [CacheEntry]) {
+        let location = CacheLocation(stateDirectory: directory.url)
+        let written = try entries()
+        let cache = try await TokenCache(store: try location.openStore())
+        try await cache.commit(CacheChanges(upserts: written))
+        return (cache, location, written)
+    }
+
     /// What is committed is there after reopening, in WAL mode, with the migrations recorded.
     @Test func commitsSurviveReopening() async throws {
         let directory = try TemporaryDirectory()
@@ -50,10 +61,7 @@ struct SQLiteTokenStoreTests {
     /// the same order.
     @Test func writesBehindReachTheDiskInOrder() async throws {
         let directory = try TemporaryDirectory()
-        let location = CacheLocation(stateDirectory: directory.url)
-        let written = try entries()
-        let cache = try await TokenCache(store: try location.openStore())
-        try await cache.commit(CacheChanges(upserts: written))
+        let (cache, location, written) = try await cacheHoldingEntries(in: directory)
         var token = try #require(
             written.lazy.compactMap { entry -> AccessToken? in
                 guard case .accessToken(let token) = entry else { return nil }
@@ -80,10 +88,7 @@ struct SQLiteTokenStoreTests {
     /// commit refuses it and nothing changes; a token removed since it was read has no secret to read.
     @Test func anAccessTokenWithoutItsSecretIsNeverWritten() async throws {
         let directory = try TemporaryDirectory()
-        let location = CacheLocation(stateDirectory: directory.url)
-        let written = try entries()
-        let cache = try await TokenCache(store: try location.openStore())
-        try await cache.commit(CacheChanges(upserts: written))
+        let (cache, location, _) = try await cacheHoldingEntries(in: directory)
         let before = try await cache.allEntriesWithSecrets()
         var token = try #require(cache.read { $0.accessTokens.values.first })
         #expect(token.secret.isEmpty)
