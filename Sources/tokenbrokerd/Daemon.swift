@@ -129,9 +129,7 @@ struct Daemon: AsyncParsableCommand {
         // two cores a second loop made each cached answer cost 15 µs of CPU instead of 12, in wake-ups and context
         // switches against the apps' threads (BENCHMARKS.md, "Close to the floor, third pass").
         NIOSingletons.groupLoopCountSuggestion = max(1, System.coreCount / 2)
-        let tookOver =
-            NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
-            || installEnqueueHook()
+        let tookOver = installEnqueueHook()
         tasksRunOnEventLoops.store(tookOver, ordering: .relaxed)
         let finished = DispatchSemaphore(value: 0)
         // Detached: this function belongs to the main actor, and a task of its own would wait for it forever.
@@ -148,15 +146,16 @@ struct Daemon: AsyncParsableCommand {
     /// What the runtime calls to enqueue a task on the global executor: the job, and the runtime's own enqueue.
     private typealias EnqueueHook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void
 
-    /// Sends every task to the event loops, as SwiftNIO's takeover does, for the release daemon.
+    /// Sends every task to the event loops.
     ///
-    /// Its static Swift runtime is linked with `--exclude-libs ALL`, which hides the hook from the dlsym that the
-    /// takeover uses; the tests' debug daemon, on the shared runtime, takes the NIO path. A task enqueued from an
-    /// event loop stays on it.
+    /// Not SwiftNIO's takeover, for two reasons. It finds the hook with dlsym, which the release daemon's static Swift
+    /// runtime (linked with `--exclude-libs ALL`) hides. And it runs each job as isolated to the event loop's serial
+    /// executor, so every call into a nonisolated async function, and every return from one, is a hop that the
+    /// runtime cannot take in place: a job enqueued again and a turn of the loop, about 70 of them in a silent
+    /// refresh. Run as on the global executor, as here, those hops cost nothing, and a task that calls an actor runs
+    /// it in place when the actor is free. A task enqueued from an event loop stays on it.
     private static func installEnqueueHook() -> Bool {
-        let hook: EnqueueHook = { job, _ in
-            MultiThreadedEventLoopGroup.singleton.any().executor.enqueue(ExecutorJob(job))
-        }
+        let hook: EnqueueHook = { job, _ in runOnEventLoop(job) }
         return tb_install_enqueue_global_hook(unsafeBitCast(hook, to: UnsafeMutableRawPointer.self)) != 0
     }
 
@@ -388,4 +387,12 @@ struct StartupError: Error, CustomStringConvertible {
     init(_ description: String) {
         self.description = description
     }
+}
+
+/// The global executor, which the jobs of ``runOnEventLoop(_:)`` run on.
+private let globalExecutor = globalConcurrentExecutor.asUnownedTaskExecutor()
+
+/// Runs a task's job on an event loop as the global executor would: isolated to no serial executor.
+private func runOnEventLoop(_ job: UnownedJob) {
+    MultiThreadedEventLoopGroup.singleton.any().execute { job.runSynchronously(on: globalExecutor) }
 }
