@@ -189,11 +189,21 @@ public struct CacheContents: Sendable {
             < (rhs.username.lowercasedSharingStorage, rhs.homeAccountId, rhs.environment, rhs.realm)
     }
 
+    /// How many distinct strings and scope sets the entries share (for tests: each goes with its last holder).
+    var sharedValueCounts: (strings: Int, scopes: Int) {
+        (sharedStrings.count, sharedScopes.count)
+    }
+
     // MARK: Index maintenance
 
     /// Adds `entry`, replacing the one with its id.
+    ///
+    /// The values it shares are held before the entry it replaces lets go of its own: a refresh replaces tokens
+    /// with ones of the same account, app, tenant and scopes, whose kept values then stay instead of going with the
+    /// old token and being made again (a scope set parsed, a dozen table entries removed and added).
     mutating func insert(_ entry: CacheEntry) {
-        remove(entry.id)
+        let id = entry.id
+        let key = id.key
         switch entry {
         case .accessToken(var token):
             share(&token.homeAccountId)
@@ -201,19 +211,20 @@ public struct CacheContents: Sendable {
             share(&token.clientId)
             share(&token.realm)
             share(&token.target)
-            let key = token.id.key
+            let scopes = sharedScopes.hold(token.target) { ScopeSet(target: $0) }
+            remove(id)
             if leavesAccessTokenSecretsInStore {
                 storedSecretHashes[key] = token.secret.hashValue
                 token.secret = Secret("")
             }
             accessTokens[key] = token
-            accessTokenScopes[key] = sharedScopes.hold(token.target) { ScopeSet(target: $0) }
+            accessTokenScopes[key] = scopes
             accessTokenIndex[CredentialScope(token), default: []].insert(key)
         case .refreshToken(var token):
             share(&token.homeAccountId)
             share(&token.environment)
             share(&token.clientId)
-            let key = token.id.key
+            remove(id)
             refreshTokens[key] = token
             refreshTokenIndex[token.homeAccountId.lowercasedSharingStorage, default: []].insert(key)
         case .idToken(var token):
@@ -221,13 +232,13 @@ public struct CacheContents: Sendable {
             share(&token.environment)
             share(&token.clientId)
             share(&token.realm)
-            let key = token.id.key
+            remove(id)
             idTokens[key] = token
             idTokenIndex[token.homeAccountId.lowercasedSharingStorage, default: []].insert(key)
             idTokenByScope[CredentialScope(token), default: []].insert(key)
             idTokenClaims[key] = token.unverifiedClaims
         case .account(let account):
-            let key = account.id.key
+            remove(id)
             accounts[key] = account
             if account.clientInfo == nil, derivedClientInfo[account.homeAccountId] == nil {
                 derivedClientInfo[account.homeAccountId] = account.derivedClientInfo
@@ -237,7 +248,8 @@ public struct CacheContents: Sendable {
                 accountsByUsername[account.username.lowercasedSharingStorage, default: []].insert(key)
             }
         case .appMetadata(let metadata):
-            appMetadata[metadata.id.key] = metadata
+            remove(id)
+            appMetadata[key] = metadata
         case .other(let id, let value):
             others[id] = value
         }

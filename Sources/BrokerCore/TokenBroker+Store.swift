@@ -194,13 +194,14 @@ struct IssuedTokens {
             extendedExpiresOn: response.extendedExpiresIn.map { now + $0 },
             refreshOn: refreshIn.map { now + $0 }
         )
+        let id = token.id
         let replaced = contents.accessTokens(
             homeAccountId: place.homeAccountId,
             clientId: context.clientId,
             realm: place.realm,
             environments: place.authority.environmentAliases
-        ).filter { old, scopes in scopes.overlaps(granted) && old.id != token.id }.map(\.token.id)
-        return (token, replaced)
+        ).lazy.filter { _, scopes in scopes.overlaps(granted) }.map(\.token.id).filter { $0 != id }
+        return (token, Array(replaced))
     }
 
     /// The refresh token, when one came, and those it replaces: one per app and account; the redeemed one goes when
@@ -231,14 +232,16 @@ struct IssuedTokens {
             familyId: response.familyId,
             lastModificationTime: now
         )
+        let id = token.id
+        let redeemedId = redeemed?.id
+        let clientId = context.clientId.lowercased()
         let replaced = contents.refreshTokens(
             homeAccountId: place.homeAccountId,
             environments: place.authority.environmentAliases
-        ).filter { old in
-            old.id != token.id
-                && (old.clientId.lowercased() == context.clientId.lowercased() || old.id == redeemed?.id)
+        ).lazy.map { old in (id: old.id, clientId: old.clientId) }.filter { old in
+            old.id != id && (old.clientId.lowercased() == clientId || old.id == redeemedId)
         }.map(\.id)
-        return (token, replaced)
+        return (token, Array(replaced))
     }
 
     /// The id token, when one came.

@@ -73,6 +73,50 @@ struct SharedValuesTests {
         #expect(read == tokens[0])
     }
 
+    /// An entry replaced by one of the same id keeps what they share held once, whether its values stay (a
+    /// refresh) or change spelling (a tenant in capitals); the last entry's removal lets go of them all.
+    @Test func replacingAnEntryKeepsItsSharedValuesCounted() throws {
+        func token(realm: String, target: String, secret: String) -> AccessToken {
+            AccessToken(
+                homeAccountId: "uid.utid",
+                environment: "login.microsoftonline.com",
+                clientId: "client",
+                realm: realm,
+                target: target,
+                secret: Secret(secret),
+                cachedAt: 1,
+                expiresOn: 2
+            )
+        }
+        let first = token(realm: "utid", target: "api://things/Read", secret: "first")
+        var contents = CacheContents([.accessToken(first)])
+        #expect(contents.sharedValueCounts == (5, 1))
+
+        let refreshed = token(realm: "utid", target: "api://things/Read", secret: "refreshed")
+        contents.apply(CacheChanges(upserts: [.accessToken(refreshed)]))
+        #expect(contents.sharedValueCounts == (5, 1))
+        #expect(contents.entry(first.id) == .accessToken(refreshed))
+        #expect(contents.accessTokens(holding: Secret("first")).isEmpty)
+
+        let respelled = token(realm: "UTID", target: "API://things/Read", secret: "respelled")
+        #expect(respelled.id == first.id)
+        contents.apply(CacheChanges(upserts: [.accessToken(respelled)]))
+        #expect(contents.sharedValueCounts == (5, 1))
+        #expect(contents.entry(first.id) == .accessToken(respelled))
+        let found = contents.accessTokens(
+            homeAccountId: "uid.utid",
+            clientId: "client",
+            realm: "utid",
+            environments: ["login.microsoftonline.com"]
+        )
+        #expect(found.map(\.token) == [respelled])
+        #expect(found.map(\.scopes) == [ScopeSet(target: "API://things/Read")])
+
+        contents.apply(CacheChanges(deletions: [first.id]))
+        #expect(contents.sharedValueCounts == (0, 0))
+        #expect(contents.count.accessTokens == 0)
+    }
+
     /// Lowercasing for keys gives what `lowercased()` gives, and keeps the storage of what has nothing to lowercase.
     @Test func lowercasesKeysAsStringDoesWithoutCopyingLowercaseOnes() {
         let samples = [
