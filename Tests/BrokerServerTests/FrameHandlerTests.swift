@@ -148,6 +148,35 @@ import Testing
         #expect(probe.events == ["idle"])
     }
 
+    /// An answer that took long to work out (a sign-in) restarts the idle clock when it goes out: the connection
+    /// idles out a full timeout after it, not at the next check after the request.
+    @Test func aLateAnswerRestartsTheIdleClock() throws {
+        let (channel, probe, _) = try channel()
+        try feed(channel, "{}\n")
+        channel.read()
+        channel.embeddedEventLoop.advanceTime(by: .seconds(9))
+        try channel.writeAndFlush(ByteBuffer(repeating: 0, count: 10)).wait()
+        channel.embeddedEventLoop.advanceTime(by: .seconds(9))
+        #expect(probe.events == ["{}"])
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(probe.events == ["{}", "idle"])
+    }
+
+    /// Answers the peer leaves in the channel count against the budget once it is weighed, however many it took
+    /// before them.
+    @Test func answersLeftUnreadAfterTakenOnesCountAgainstTheBudget() throws {
+        let (channel, probe, _) = try channel()
+        for _ in 0..<5 {
+            try channel.writeAndFlush(ByteBuffer(repeating: 0, count: 60)).wait()
+            _ = try channel.readOutbound(as: ByteBuffer.self)
+        }
+        channel.write(ByteBuffer(repeating: 0, count: 60), promise: nil)
+        channel.write(ByteBuffer(repeating: 0, count: 60), promise: nil)
+        #expect(probe.events.isEmpty)
+        channel.write(ByteBuffer(repeating: 0, count: 60), promise: nil)
+        #expect(probe.events == ["peerNotReading"])
+    }
+
     /// A half frame left alone is reported as such at the idle timeout.
     @Test func aHalfFrameLeftAloneIdlesOutAsPartial() throws {
         let (channel, probe, _) = try channel()
