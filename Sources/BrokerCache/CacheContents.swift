@@ -198,14 +198,18 @@ public struct CacheContents: Sendable {
 
     /// Adds `entry`, replacing the one with its id.
     ///
-    /// The values it shares are held before the entry it replaces lets go of its own: a refresh replaces tokens
-    /// with ones of the same account, app, tenant and scopes, whose kept values then stay instead of going with the
-    /// old token and being made again (a scope set parsed, a dozen table entries removed and added).
+    /// A refresh replaces tokens with ones of the same account, app, tenant and scopes: when the entry replaced holds
+    /// the same bytes in every value the cache shares, the new one takes its kept copies and its place in every
+    /// index, which stay as they are. Otherwise the new values are held before the replaced entry lets go of its
+    /// own, so that values both hold are not dropped and made again.
     mutating func insert(_ entry: CacheEntry) {
         let id = entry.id
         let key = id.key
         switch entry {
         case .accessToken(var token):
+            if let old = accessTokens[key], Self.takeKeptCopies(of: old, into: &token, Self.accessTokenValues) {
+                return keep(token, key: key)
+            }
             share(&token.homeAccountId)
             share(&token.environment)
             share(&token.clientId)
@@ -213,14 +217,14 @@ public struct CacheContents: Sendable {
             share(&token.target)
             let scopes = sharedScopes.hold(token.target) { ScopeSet(target: $0) }
             remove(id)
-            if leavesAccessTokenSecretsInStore {
-                storedSecretHashes[key] = token.secret.hashValue
-                token.secret = Secret("")
-            }
-            accessTokens[key] = token
+            keep(token, key: key)
             accessTokenScopes[key] = scopes
             accessTokenIndex[CredentialScope(token), default: []].insert(key)
         case .refreshToken(var token):
+            if let old = refreshTokens[key], Self.takeKeptCopies(of: old, into: &token, Self.refreshTokenValues) {
+                refreshTokens[key] = token
+                return
+            }
             share(&token.homeAccountId)
             share(&token.environment)
             share(&token.clientId)
@@ -228,6 +232,11 @@ public struct CacheContents: Sendable {
             refreshTokens[key] = token
             refreshTokenIndex[token.homeAccountId.lowercasedSharingStorage, default: []].insert(key)
         case .idToken(var token):
+            if let old = idTokens[key], Self.takeKeptCopies(of: old, into: &token, Self.idTokenValues) {
+                idTokens[key] = token
+                idTokenClaims[key] = token.unverifiedClaims
+                return
+            }
             share(&token.homeAccountId)
             share(&token.environment)
             share(&token.clientId)
@@ -238,6 +247,16 @@ public struct CacheContents: Sendable {
             idTokenByScope[CredentialScope(token), default: []].insert(key)
             idTokenClaims[key] = token.unverifiedClaims
         case .account(let account):
+            if let old = accounts[key], old.homeAccountId == account.homeAccountId,
+                old.username.lowercasedSharingStorage == account.username.lowercasedSharingStorage
+            {
+                // Indexed under the same identifier and username.
+                accounts[key] = account
+                if account.clientInfo == nil, derivedClientInfo[account.homeAccountId] == nil {
+                    derivedClientInfo[account.homeAccountId] = account.derivedClientInfo
+                }
+                return
+            }
             remove(id)
             accounts[key] = account
             if account.clientInfo == nil, derivedClientInfo[account.homeAccountId] == nil {
@@ -248,11 +267,45 @@ public struct CacheContents: Sendable {
                 accountsByUsername[account.username.lowercasedSharingStorage, default: []].insert(key)
             }
         case .appMetadata(let metadata):
-            remove(id)
             appMetadata[key] = metadata
         case .other(let id, let value):
             others[id] = value
         }
+    }
+
+    /// Stores an access token under `key`, its secret left to the store when the contents do that.
+    private mutating func keep(_ token: AccessToken, key: String) {
+        var token = token
+        if leavesAccessTokenSecretsInStore {
+            storedSecretHashes[key] = token.secret.hashValue
+            token.secret = Secret("")
+        }
+        accessTokens[key] = token
+    }
+
+    /// The values each kind of token shares with others (see ``share(_:)``).
+    private static let accessTokenValues: [any WritableKeyPath<AccessToken, String> & Sendable] = [
+        \.homeAccountId, \.environment, \.clientId, \.realm, \.target,
+    ]
+    private static let refreshTokenValues: [any WritableKeyPath<RefreshToken, String> & Sendable] = [
+        \.homeAccountId, \.environment, \.clientId,
+    ]
+    private static let idTokenValues: [any WritableKeyPath<IdToken, String> & Sendable] = [
+        \.homeAccountId, \.environment, \.clientId, \.realm,
+    ]
+
+    /// Whether `new` holds the same bytes as `old` in each of `values`; if so, `new` takes `old`'s kept copies, and
+    /// holds them in its place (no holder more or less).
+    private static func takeKeptCopies<Entry>(
+        of old: Entry,
+        into new: inout Entry,
+        _ values: [any WritableKeyPath<Entry, String> & Sendable]
+    ) -> Bool {
+        for value in values where ExactString(new[keyPath: value]) != ExactString(old[keyPath: value]) {
+            return false
+        }
+        for value in values { new[keyPath: value] = old[keyPath: value] }
+        return true
     }
 
     private mutating func remove(_ id: EntryID) {

@@ -1,4 +1,5 @@
 import BrokerProtocol
+import BrokerTestSupport
 import Testing
 
 @testable import BrokerCache
@@ -115,6 +116,55 @@ struct SharedValuesTests {
         contents.apply(CacheChanges(deletions: [first.id]))
         #expect(contents.sharedValueCounts == (0, 0))
         #expect(contents.count.accessTokens == 0)
+    }
+
+    /// Replaced in place (the same values), tokens are found by their new secrets and claims, not their old ones,
+    /// also where the contents leave access tokens' secrets in the store.
+    @Test func tokensReplacedInPlaceAnswerWithTheirNewSecrets() throws {
+        for leavingSecrets in [false, true] {
+            func tokens(_ name: String) -> (AccessToken, IdToken) {
+                (
+                    AccessToken(
+                        homeAccountId: "uid.utid",
+                        environment: "login.microsoftonline.com",
+                        clientId: "client",
+                        realm: "utid",
+                        target: "api://things/Read",
+                        secret: Secret("access-\(name)"),
+                        cachedAt: 1,
+                        expiresOn: 2
+                    ),
+                    IdToken(
+                        homeAccountId: "uid.utid",
+                        environment: "login.microsoftonline.com",
+                        realm: "utid",
+                        clientId: "client",
+                        secret: Secret(CacheFixtures.jwt(["name": .string(name)]))
+                    )
+                )
+            }
+            let (oldAccess, oldId) = tokens("old")
+            var contents = CacheContents(
+                [.accessToken(oldAccess), .idToken(oldId)],
+                leavingAccessTokenSecretsInStore: leavingSecrets
+            )
+            let counts = contents.sharedValueCounts
+            let (newAccess, newId) = tokens("new")
+            contents.apply(CacheChanges(upserts: [.accessToken(newAccess), .idToken(newId)]))
+            #expect(contents.sharedValueCounts == counts)
+            #expect(contents.accessTokens(holding: Secret("access-old")).isEmpty)
+            #expect(contents.accessTokens(holding: Secret("access-new")).map(\.id) == [newAccess.id])
+            let found = try #require(
+                contents.idToken(
+                    homeAccountId: "uid.utid",
+                    clientId: "client",
+                    realm: "utid",
+                    environments: ["login.microsoftonline.com"]
+                )
+            )
+            #expect(found.token == newId)
+            #expect(found.claims?["name"] == .string("new"))
+        }
     }
 
     /// Lowercasing for keys gives what `lowercased()` gives, and keeps the storage of what has nothing to lowercase.
