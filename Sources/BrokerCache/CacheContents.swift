@@ -49,7 +49,7 @@ public struct CacheContents: Sendable {
     /// Applies deletions, then upserts.
     public mutating func apply(_ changes: CacheChanges) {
         for id in changes.deletions { remove(id) }
-        for entry in changes.upserts { insert(entry) }
+        for entry in changes.upserts { insert(entry, knownClaims: changes.idTokenClaims) }
     }
 
     /// Looks an entry up by id.
@@ -202,7 +202,9 @@ public struct CacheContents: Sendable {
     /// the same bytes in every value the cache shares, the new one takes its kept copies and its place in every
     /// index, which stay as they are. Otherwise the new values are held before the replaced entry lets go of its
     /// own, so that values both hold are not dropped and made again.
-    mutating func insert(_ entry: CacheEntry) {
+    ///
+    /// `knownClaims` are id tokens' claims that the caller decoded already, by entry key.
+    mutating func insert(_ entry: CacheEntry, knownClaims: [String: [String: JSONValue]] = [:]) {
         let id = entry.id
         let key = id.key
         switch entry {
@@ -234,7 +236,7 @@ public struct CacheContents: Sendable {
         case .idToken(var token):
             if let old = idTokens[key], Self.takeKeptCopies(of: old, into: &token, Self.idTokenValues) {
                 idTokens[key] = token
-                idTokenClaims[key] = token.unverifiedClaims
+                idTokenClaims[key] = Self.claims(of: token, known: knownClaims[key])
                 return
             }
             share(&token.homeAccountId)
@@ -245,7 +247,7 @@ public struct CacheContents: Sendable {
             idTokens[key] = token
             idTokenIndex[token.homeAccountId.lowercasedSharingStorage, default: []].insert(key)
             idTokenByScope[CredentialScope(token), default: []].insert(key)
-            idTokenClaims[key] = token.unverifiedClaims
+            idTokenClaims[key] = Self.claims(of: token, known: knownClaims[key])
         case .account(let account):
             if let old = accounts[key], old.homeAccountId == account.homeAccountId,
                 old.username.lowercasedSharingStorage == account.username.lowercasedSharingStorage
@@ -271,6 +273,14 @@ public struct CacheContents: Sendable {
         case .other(let id, let value):
             others[id] = value
         }
+    }
+
+    /// An id token's claims: `known` when the caller decoded them already (the tests' debug builds check that they
+    /// are the token's own), else decoded from it.
+    private static func claims(of token: IdToken, known: [String: JSONValue]?) -> [String: JSONValue]? {
+        guard let known else { return token.unverifiedClaims }
+        assert(known == token.unverifiedClaims, "the claims given are not the id token's")
+        return known
     }
 
     /// Stores an access token under `key`, its secret left to the store when the contents do that.

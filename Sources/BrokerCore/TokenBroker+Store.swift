@@ -76,7 +76,11 @@ struct IssuedTokens {
             )
         )
 
-        changes = CacheChanges(upserts: upserts, deletions: deletions)
+        changes = CacheChanges(
+            upserts: upserts,
+            deletions: deletions,
+            idTokenClaims: idToken.flatMap { token in claims.map { [token.id.key: $0] } } ?? [:]
+        )
         self.account = account
         self.accessToken = accessToken
         self.idToken = idToken

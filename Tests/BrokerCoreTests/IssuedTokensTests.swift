@@ -57,13 +57,10 @@ struct IssuedTokensTests {
             clientInfo: clientInfo(),
             familyId: "1"
         )
-        let issued = try issue(
-            response,
-            authority: try entra(),
-            claims: claims([
-                "oid": Self.oid, "tid": Self.tenant, "preferred_username": "ada@contoso.com", "name": "Ada",
-            ])
-        )
+        let idClaims = claims([
+            "oid": Self.oid, "tid": Self.tenant, "preferred_username": "ada@contoso.com", "name": "Ada",
+        ])
+        let issued = try issue(response, authority: try entra(), claims: idClaims)
         let home = "\(Self.oid).\(Self.tenant)"
         #expect(issued.account.homeAccountId == home)
         #expect(issued.account.realm == Self.tenant)
@@ -75,6 +72,8 @@ struct IssuedTokensTests {
         #expect(issued.accessToken.extendedExpiresOn == Self.now + 20_000)
         #expect(issued.accessToken.refreshOn == Self.now + 5_000)
         #expect(issued.idToken?.secret == Secret("ID"))
+        // The checked claims go with the change set, so the cache indexes them without decoding the token again.
+        #expect(issued.changes.idTokenClaims == [try #require(issued.idToken).id.key: idClaims])
         let refresh = issued.changes.upserts.compactMap { entry -> RefreshToken? in
             if case .refreshToken(let token) = entry { return token }
             return nil

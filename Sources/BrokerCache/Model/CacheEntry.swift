@@ -60,11 +60,19 @@ public struct CacheChanges: Sendable, Hashable {
     public var upserts: [CacheEntry]
     /// Entries to delete.
     public var deletions: [EntryID]
+    /// The claims of upserted id tokens that the writer decoded already (from the token's own payload, when it
+    /// checked them), by entry key: the cache's contents index them without decoding the token again.
+    public var idTokenClaims: [String: [String: JSONValue]]
 
     /// Creates a change set.
-    public init(upserts: [CacheEntry] = [], deletions: [EntryID] = []) {
+    public init(
+        upserts: [CacheEntry] = [],
+        deletions: [EntryID] = [],
+        idTokenClaims: [String: [String: JSONValue]] = [:]
+    ) {
         self.upserts = upserts
         self.deletions = deletions
+        self.idTokenClaims = idTokenClaims
     }
 
     /// Whether there is nothing to write.
