@@ -45,6 +45,25 @@ struct StrictJSONTests {
         }
     }
 
+    /// A string's escapes, control characters, non-ASCII characters and invalid bytes are found wherever they fall
+    /// among the plain bytes the parser skips eight at a time.
+    @Test func findsEveryKindOfByteAtEveryOffsetOfALongString() throws {
+        for offset in 0..<24 {
+            let before = String(repeating: "a", count: offset)
+            let after = String(repeating: "b", count: 31 - offset)
+            for (literal, value) in [(#"\""#, "\""), (#"\\"#, "\\"), (#"\n"#, "\n"), ("é", "é"), ("\u{7F}", "\u{7F}")] {
+                let text = "\"" + before + literal + after + "\""
+                #expect(try JSONValue.parse(Array(text.utf8)) == .string(before + value + after), "\(offset)")
+            }
+            for invalid in [[UInt8(0x01)], [0x1F], [0xFF], [0xC3, 0x28]] {
+                let bytes = [0x22] + Array(before.utf8) + invalid + Array(after.utf8) + [0x22]
+                #expect(throws: JSONSyntaxError.self, "\(offset)") { try JSONValue.parse(bytes) }
+            }
+            let unterminated = "\"" + before + after
+            #expect(throws: JSONSyntaxError.self, "\(offset)") { try JSONValue.parse(Array(unterminated.utf8)) }
+        }
+    }
+
     /// Bytes that are not UTF-8 are refused, inside strings too.
     @Test func refusesInvalidUTF8() {
         #expect(throws: JSONSyntaxError.self) { try JSONValue.parse([0x22, 0xC3, 0x28, 0x22]) }
