@@ -12,20 +12,63 @@ public enum Base64URL {
     }
 
     /// Decodes base64url text given as its UTF-8 bytes, with or without padding; nil when it is not base64url.
+    ///
+    /// Four characters to three bytes through a table: by way of Foundation's base64 (a copy translated to the
+    /// standard alphabet and padded, then decoded) it cost a refresh two percent of its instructions.
     public static func decode(utf8 text: some Collection<UInt8>) -> Data? {
-        var bytes = Array(text)
-        while bytes.last == UInt8(ascii: "=") { bytes.removeLast() }
-        for index in bytes.indices {
-            switch bytes[index] {
-            case UInt8(ascii: "-"): bytes[index] = UInt8(ascii: "+")
-            case UInt8(ascii: "_"): bytes[index] = UInt8(ascii: "/")
-            case UInt8(ascii: "+"), UInt8(ascii: "/"): return nil
-            default: break
-            }
-        }
-        bytes += repeatElement(UInt8(ascii: "="), count: (4 - bytes.count % 4) % 4)
-        return Data(base64Encoded: Data(bytes))
+        let decoded: [UInt8]? =
+            text.withContiguousStorageIfAvailable { decode(UnsafeRawBufferPointer($0)) }
+            ?? Array(text).withUnsafeBytes { decode($0) }
+        return decoded.map { Data($0) }
     }
+
+    private static func decode(_ text: UnsafeRawBufferPointer) -> [UInt8]? {
+        var count = text.count
+        while count > 0, text[count - 1] == UInt8(ascii: "=") { count -= 1 }
+        guard count % 4 != 1 else { return nil }
+        var output: [UInt8] = []
+        output.reserveCapacity(count / 4 * 3 + 2)
+        var index = 0
+        var invalid: UInt8 = 0
+        while index + 4 <= count {
+            let (a, b, c, d) = (
+                table[Int(text[index])], table[Int(text[index + 1])], table[Int(text[index + 2])],
+                table[Int(text[index + 3])]
+            )
+            invalid |= a | b | c | d
+            let quad = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+            output.append(UInt8(truncatingIfNeeded: quad >> 16))
+            output.append(UInt8(truncatingIfNeeded: quad >> 8))
+            output.append(UInt8(truncatingIfNeeded: quad))
+            index += 4
+        }
+        switch count - index {
+        case 2:
+            let (a, b) = (table[Int(text[index])], table[Int(text[index + 1])])
+            invalid |= a | b
+            let pair = UInt32(a) << 6 | UInt32(b)
+            output.append(UInt8(truncatingIfNeeded: pair >> 4))
+        case 3:
+            let (a, b, c) = (table[Int(text[index])], table[Int(text[index + 1])], table[Int(text[index + 2])])
+            invalid |= a | b | c
+            let triple = UInt32(a) << 12 | UInt32(b) << 6 | UInt32(c)
+            output.append(UInt8(truncatingIfNeeded: triple >> 10))
+            output.append(UInt8(truncatingIfNeeded: triple >> 2))
+        default:
+            break
+        }
+        // A byte outside the alphabet is 0x40 in the table; the alphabet's are below it.
+        return invalid & 0x40 == 0 ? output : nil
+    }
+
+    /// Each byte's six bits in base64url; 0x40 for bytes outside the alphabet (padding included).
+    private static let table: [UInt8] = {
+        var table = [UInt8](repeating: 0x40, count: 256)
+        for (value, character) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8.enumerated() {
+            table[Int(character)] = UInt8(value)
+        }
+        return table
+    }()
 
     /// Encodes bytes as base64url without padding.
     public static func encode(_ data: some DataProtocol) -> String {
