@@ -177,6 +177,17 @@ struct SharedValuesTests {
         for sample in samples {
             #expect(Array(sample.lowercasedSharingStorage.utf8) == Array(sample.lowercased().utf8), "\(sample)")
         }
+        // Every byte value at every offset of a long key (the check goes eight bytes at a time).
+        for offset in 0..<20 {
+            for byte in UInt8(0x01)...UInt8(0x7F) {
+                var bytes = Array(repeating: UInt8(ascii: "a"), count: 24)
+                bytes[offset] = byte
+                let sample = String(decoding: bytes, as: UTF8.self)
+                #expect(Array(sample.lowercasedSharingStorage.utf8) == Array(sample.lowercased().utf8), "\(sample)")
+            }
+            let sample = String(repeating: "b", count: offset) + "\u{C9}" + String(repeating: "c", count: 20 - offset)
+            #expect(Array(sample.lowercasedSharingStorage.utf8) == Array(sample.lowercased().utf8), "\(sample)")
+        }
         var long = String(repeating: "0123456789abcdef-", count: 8)
         var copy = long.lowercasedSharingStorage
         #expect(long.withUTF8 { $0.baseAddress } == copy.withUTF8 { $0.baseAddress })

@@ -103,8 +103,7 @@ public struct AccessToken: Sendable, Hashable {
     public var id: EntryID {
         EntryID(
             section: .accessToken,
-            key: [homeAccountId, environment, Section.accessToken.name, clientId, realm, target].joined(separator: "-")
-                .lowercasedSharingStorage
+            key: EntryID.key(homeAccountId, environment, Section.accessToken.name, clientId, realm, target)
         )
     }
 

@@ -97,7 +97,7 @@ public struct AccountEntry: Sendable, Hashable {
     public var id: EntryID {
         EntryID(
             section: .account,
-            key: [homeAccountId, environment, realm].joined(separator: "-").lowercasedSharingStorage
+            key: EntryID.key(homeAccountId, environment, realm)
         )
     }
 

@@ -61,8 +61,7 @@ public struct IdToken: Sendable, Hashable {
     public var id: EntryID {
         EntryID(
             section: .idToken,
-            key: [homeAccountId, environment, Section.idToken.name, clientId, realm, ""].joined(separator: "-")
-                .lowercasedSharingStorage
+            key: EntryID.key(homeAccountId, environment, Section.idToken.name, clientId, realm, "")
         )
     }
 

@@ -73,8 +73,7 @@ public struct RefreshToken: Sendable, Hashable {
     public var id: EntryID {
         EntryID(
             section: .refreshToken,
-            key: [homeAccountId, environment, Section.refreshToken.name, clientId, "", target ?? ""]
-                .joined(separator: "-").lowercasedSharingStorage
+            key: EntryID.key(homeAccountId, environment, Section.refreshToken.name, clientId, "", target ?? "")
         )
     }
 

@@ -54,6 +54,20 @@ public struct EntryID: Sendable, Hashable, Comparable, CustomStringConvertible {
         self.key = key
     }
 
+    /// The MSAL key of `parts`: joined by `-` and lowercased.
+    ///
+    /// Appended into one string sized beforehand: joining an array literal of them cost each id twice as much, and
+    /// a refresh names a dozen entries.
+    static func key(_ parts: String...) -> String {
+        var key = ""
+        key.reserveCapacity(parts.reduce(parts.count) { $0 + $1.utf8.count })
+        for (index, part) in parts.enumerated() {
+            if index > 0 { key.append("-") }
+            key.append(part)
+        }
+        return key.lowercasedSharingStorage
+    }
+
     /// `Section/key`.
     public var description: String {
         "\(section.name)/\(key)"
