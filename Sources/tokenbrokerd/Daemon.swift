@@ -186,7 +186,7 @@ struct Daemon: AsyncParsableCommand {
         let logger = Logger(label: "tokenbroker")
         if !Self.tasksRunOnEventLoops.load(ordering: .relaxed) {
             logger.warning(
-                "Swift concurrency runs on Dispatch's threads, not the event loops (the runtime's enqueue hook was not found): every answer that waits hops threads"
+                "Swift concurrency runs on Dispatch's threads, not the event loops (the runtime's enqueue hook was set already): every answer that waits hops threads"
             )
         }
         for problem in ProcessHardening.apply() {
