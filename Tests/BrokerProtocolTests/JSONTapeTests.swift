@@ -99,6 +99,58 @@ struct StrictJSONTests {
         }
     }
 
+    /// A token result, written straight, is byte for byte what its synthesized `Encodable` conformance writes: with
+    /// every optional member present or absent, strings that need escapes, and claims of every kind.
+    @Test func writesTokenResultsAsTheirCodableConformanceDoes() throws {
+        /// Encodes the result through its conformance, not the encoder's shortcut for the type.
+        struct ThroughCodable: Encodable, Sendable {
+            let result: TokenResult
+            func encode(to encoder: any Encoder) throws { try result.encode(to: encoder) }
+        }
+        /// `AcquireTokenResult`, with its token result encoded through its conformance.
+        struct Wrapped: Encodable, Sendable {
+            let brokerTokenResponse: ThroughCodable
+        }
+        var random = SystemRandomNumberGenerator()
+        let texts = ["", "plain", "quote \" and \\ slash /", "line\nbreak\u{01}", "caf\u{E9} \u{1F511}"]
+        func text() -> String { texts.randomElement(using: &random)! }
+        func maybe<T>(_ value: T) -> T? { Bool.random(using: &random) ? value : nil }
+        let claims: [String: JSONValue] = [
+            "name": .string("Ada \"A\""), "n": .integer(-3), "x": .number(1.5), "ok": .bool(true), "none": .null,
+            "roles": .array([.string("a"), .object(["k": .string("v")])]), "empty": .object([:]),
+        ]
+        for _ in 0..<300 {
+            let result = TokenResult(
+                accessToken: Secret(text()),
+                accessTokenType: text(),
+                expiresOn: Int64.random(in: -1...Int64.max, using: &random),
+                extendedExpiresOn: maybe(Int64.random(in: 0...4_000_000_000_000, using: &random)),
+                refreshOn: maybe(0),
+                grantedScopes: (0..<Int.random(in: 0...3, using: &random)).map { _ in text() },
+                idToken: maybe(Secret(text())),
+                clientInfo: maybe(text()),
+                account: Account(
+                    identifier: text(),
+                    username: text(),
+                    environment: text(),
+                    realm: text(),
+                    localAccountId: text(),
+                    name: maybe(text()),
+                    accountSource: maybe(text()),
+                    accountClaims: maybe(claims.filter { _ in Bool.random(using: &random) })
+                ),
+                tokenSource: Bool.random(using: &random) ? .cache : .identityProvider,
+                correlationId: text()
+            )
+            let acquired = AcquireTokenResult(brokerTokenResponse: result)
+            let straight = try WireEncoder().encode(Response(id: .number(7), result: acquired))
+            let wrapped = Wrapped(brokerTokenResponse: ThroughCodable(result: result))
+            #expect(straight == (try WireEncoder().encode(Response(id: .number(7), result: wrapped))))
+            let alone = try WireEncoder().encode(acquired)
+            #expect(try WireDecoder().decode(AcquireTokenResult.self, from: alone) == acquired)
+        }
+    }
+
     /// What the wire encoder writes, the wire decoder reads back unchanged.
     @Test func roundTripsTokenResults() throws {
         let result = AcquireTokenResult(brokerTokenResponse: Fixtures.tokenResult)
