@@ -142,6 +142,13 @@ struct StrictJSONTests {
                 tokenSource: Bool.random(using: &random) ? .cache : .identityProvider,
                 correlationId: text()
             )
+            // A member added to either type must be added to the writer too (this test leaves new members at their
+            // defaults, so it would not see one missing).
+            #expect(Mirror(reflecting: result).children.count == 11, "StreamState.writeTokenResult must write it")
+            #expect(
+                Mirror(reflecting: result.account).children.count == 8,
+                "StreamState.writeTokenResult must write it"
+            )
             let acquired = AcquireTokenResult(brokerTokenResponse: result)
             let straight = try WireEncoder().encode(Response(id: .number(7), result: acquired))
             let wrapped = Wrapped(brokerTokenResponse: ThroughCodable(result: result))
