@@ -223,68 +223,53 @@ private final class StreamState {
     /// optional ones left out, an account's claims as ``writeJSON(_:)`` writes them.
     func writeTokenResult(_ result: TokenResult) throws {
         output.append(UInt8(ascii: "{"))
-        writeKey(#""accessToken":"#, first: true)
-        writeString(result.accessToken.reveal())
-        writeKey(#""accessTokenType":"#)
-        writeString(result.accessTokenType)
-        writeKey(#""expiresOn":"#)
-        writeInteger(result.expiresOn)
-        if let extendedExpiresOn = result.extendedExpiresOn {
-            writeKey(#""extendedExpiresOn":"#)
-            writeInteger(extendedExpiresOn)
-        }
-        if let refreshOn = result.refreshOn {
-            writeKey(#""refreshOn":"#)
-            writeInteger(refreshOn)
-        }
-        writeKey(#""grantedScopes":["#)
+        writeMember(#""accessToken":"#, result.accessToken.reveal())
+        writeMember(#","accessTokenType":"#, result.accessTokenType)
+        writeMember(#","expiresOn":"#, result.expiresOn)
+        writeMember(#","extendedExpiresOn":"#, result.extendedExpiresOn)
+        writeMember(#","refreshOn":"#, result.refreshOn)
+        writeKey(#","grantedScopes":["#)
         for (index, scope) in result.grantedScopes.enumerated() {
             if index > 0 { output.append(UInt8(ascii: ",")) }
             writeString(scope)
         }
         output.append(UInt8(ascii: "]"))
-        if let idToken = result.idToken {
-            writeKey(#""idToken":"#)
-            writeString(idToken.reveal())
-        }
-        if let clientInfo = result.clientInfo {
-            writeKey(#""clientInfo":"#)
-            writeString(clientInfo)
-        }
+        writeMember(#","idToken":"#, result.idToken?.reveal())
+        writeMember(#","clientInfo":"#, result.clientInfo)
         let account = result.account
-        writeKey(#""account":{"identifier":"#)
-        writeString(account.identifier)
-        writeKey(#""username":"#)
-        writeString(account.username)
-        writeKey(#""environment":"#)
-        writeString(account.environment)
-        writeKey(#""realm":"#)
-        writeString(account.realm)
-        writeKey(#""localAccountId":"#)
-        writeString(account.localAccountId)
-        if let name = account.name {
-            writeKey(#""name":"#)
-            writeString(name)
-        }
-        if let accountSource = account.accountSource {
-            writeKey(#""accountSource":"#)
-            writeString(accountSource)
-        }
+        writeMember(#","account":{"identifier":"#, account.identifier)
+        writeMember(#","username":"#, account.username)
+        writeMember(#","environment":"#, account.environment)
+        writeMember(#","realm":"#, account.realm)
+        writeMember(#","localAccountId":"#, account.localAccountId)
+        writeMember(#","name":"#, account.name)
+        writeMember(#","accountSource":"#, account.accountSource)
         if let accountClaims = account.accountClaims {
-            writeKey(#""accountClaims":"#)
+            writeKey(#","accountClaims":"#)
             try writeJSON(.object(accountClaims))
         }
         output.append(UInt8(ascii: "}"))
-        writeKey(#""tokenSource":"#)
-        writeString(result.tokenSource.rawValue)
-        writeKey(#""correlationId":"#)
-        writeString(result.correlationId)
+        writeMember(#","tokenSource":"#, result.tokenSource.rawValue)
+        writeMember(#","correlationId":"#, result.correlationId)
         output.append(UInt8(ascii: "}"))
     }
 
-    /// Appends a member's key (with what opens its value, when written together), after a comma unless `first`.
-    private func writeKey(_ key: StaticString, first: Bool = false) {
-        if !first { output.append(UInt8(ascii: ",")) }
+    /// Appends `key` (with its comma, and what opens its value when written together) and the string, if any.
+    private func writeMember(_ key: StaticString, _ value: String?) {
+        guard let value else { return }
+        writeKey(key)
+        writeString(value)
+    }
+
+    /// Appends `key` and the integer, if any.
+    private func writeMember(_ key: StaticString, _ value: Int64?) {
+        guard let value else { return }
+        writeKey(key)
+        writeInteger(value)
+    }
+
+    /// Appends the bytes of a member's key as written in the source: its comma, quotes and colon.
+    private func writeKey(_ key: StaticString) {
         key.withUTF8Buffer { output.append(contentsOf: $0) }
     }
 
