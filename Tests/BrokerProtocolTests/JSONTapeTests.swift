@@ -111,7 +111,8 @@ struct StrictJSONTests {
         struct Wrapped: Encodable, Sendable {
             let brokerTokenResponse: ThroughCodable
         }
-        var random = SystemRandomNumberGenerator()
+        // Seeded, as the differential tests are: a failure shows again on the next run.
+        var random = JSONDifferentialTests.Generator(state: 11)
         let texts = ["", "plain", "quote \" and \\ slash /", "line\nbreak\u{01}", "caf\u{E9} \u{1F511}"]
         func text() -> String { texts.randomElement(using: &random)! }
         func maybe<T>(_ value: T) -> T? { Bool.random(using: &random) ? value : nil }
