@@ -104,7 +104,7 @@ for r in by("refresh_share", label="refresh"):
           f"({r['calls']} calls); the broker's share (p50 less the provider): {share:.0f} µs, "
           f"p90 {r['broker_p90_us']:.0f} µs, mean {r['broker_mean_us']:.0f} µs; "
           f"target ≤ 300 µs: {'met' if share <= 300 else 'NOT met'}")
-    print(f"- as measured before this pass (less only the endpoint's working time, {r['provider_endpoint_us']:.0f} "
+    print(f"- as measured before the seventh pass (less only the endpoint's working time, {r['provider_endpoint_us']:.0f} "
           f"µs, so that the provider's HTTP server counted as the broker's): "
           f"{r['broker_with_provider_http_p50_us']:.0f} µs")
 for r in by("refresh_share", label="refresh-floor"):
