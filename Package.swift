@@ -274,7 +274,9 @@ let package = Package(
         ),
         .testTarget(
             name: "BrokerCacheTests",
-            dependencies: ["BrokerCache", "BrokerProtocol", "BrokerSettings", "BrokerTestSupport", grdb],
+            dependencies: [
+                "BrokerCache", "BrokerProtocol", "BrokerSettings", "BrokerTestSupport", "CLinuxSupport", grdb,
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

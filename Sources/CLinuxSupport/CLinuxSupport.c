@@ -2,6 +2,7 @@
 #include "CLinuxSupport.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -20,6 +21,19 @@ int tb_set_nondumpable(void) {
 
 int tb_syncfs(int fd) {
     return syncfs(fd);
+}
+
+int tb_make_thread_batch(void) {
+    static __thread int done;
+    if (done) return 0;
+    // pid 0 is the calling thread: Linux schedules threads, not processes.
+    if (sched_setscheduler(0, SCHED_BATCH, &(struct sched_param){.sched_priority = 0}) != 0) return errno;
+    done = 1;
+    return 0;
+}
+
+int tb_thread_is_batch(void) {
+    return sched_getscheduler(0) == SCHED_BATCH;
 }
 
 int tb_is_dumpable(void) {

@@ -1,7 +1,9 @@
 import BrokerProtocol
 import BrokerTestSupport
+import CLinuxSupport
 import Foundation
 import GRDB
+import Synchronization
 import Testing
 
 @testable import BrokerCache
@@ -117,6 +119,28 @@ struct SQLiteTokenStoreTests {
         let directory = try TemporaryDirectory()
         let store = try CacheLocation(stateDirectory: directory.url).openStore()
         #expect(try store.writerSynchronousMode() == 2)
+    }
+
+    /// The writer's thread is SCHED_BATCH: woken to write a commit, it waits for the event loop's turn to end instead
+    /// of taking its CPU in the middle of an answer (as a nice -4 thread of libdispatch's did, at every commit).
+    @Test func theWriterNeverPreemptsTheThreadThatAnswers() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try CacheLocation(stateDirectory: directory.url).openStore()
+        let token = try #require(
+            try entries().first { if case .accessToken = $0 { true } else { false } }
+        )
+        let policy: (isBatch: Bool, error: (any Error)?) = await withCheckedContinuation { continuation in
+            let isBatch = Mutex(false)
+            store.enqueueCommit(
+                CacheChanges(upserts: [token]),
+                afterCommit: { isBatch.withLock { $0 = tb_thread_is_batch() != 0 } },
+                completion: { error in continuation.resume(returning: (isBatch.withLock { $0 }, error)) }
+            )
+        }
+        #expect(policy.error == nil)
+        #expect(policy.isBatch)
+        // The caller's thread is left as it was.
+        #expect(tb_thread_is_batch() == 0)
     }
 
     /// The database, its WAL and its shared-memory file hold no token, no username, no account id.

@@ -93,6 +93,15 @@ json.dump({
 PY
 check "an import is acknowledged" bash -c "tokenbroker import $HOME/seed.json > /dev/null"
 check "both accounts are there" [ "$(accounts)" = 2 ]
+# The thread that writes the cache is SCHED_BATCH (policy 3, field 41 of a thread's stat), which the unit's syscall
+# filter allows: it must not take the event loop's CPU in the middle of an answer. Commit, then look while the
+# writer's thread is still there (libdispatch ends idle threads after a while).
+writer_is_batch() {
+  tokenbroker import "$HOME/seed.json" > /dev/null 2>&1 || return 1
+  local pid; pid=$(unit MainPID)
+  for stat in /proc/"$pid"/task/*/stat; do sed 's/^.*) //' "$stat" 2>/dev/null | cut -d' ' -f39; done | grep -qx 3
+}
+check "the cache's writer runs SCHED_BATCH inside the unit's sandbox" wait_until 30 writer_is_batch
 
 # --- reload: RELOADING=1 … READY=1, same process
 PID=$(unit MainPID)

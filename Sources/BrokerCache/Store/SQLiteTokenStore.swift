@@ -1,5 +1,6 @@
 public import BrokerProtocol
 public import BrokerTime
+import CLinuxSupport
 public import Foundation
 import GRDB
 
@@ -155,12 +156,19 @@ public final class SQLiteTokenStore: TokenStore {
     /// Sealing is done on the writer's queue, not by the caller: a refresh answers its caller once the contents
     /// show its tokens, and the 0.2 ms of sealing five entries is not on that path. It is done before the
     /// transaction begins, so SQLite's write lock is held for the SQL alone.
+    ///
+    /// The writer's thread is made SCHED_BATCH. A thread that wakes may preempt the one running on its CPU, and
+    /// libdispatch runs GRDB's queue at nice -4 (nice 0 under the unit, whose filter refuses setpriority): the event
+    /// loop lost its CPU to the writer in the middle of a refresh's answer, when the commit woke the writer and again
+    /// when its sync completed, for up to 0.2 ms. A SCHED_BATCH thread never preempts when it wakes; it runs when a
+    /// CPU is free, or at the next tick.
     public func enqueueCommit(
         _ changes: CacheChanges,
         afterCommit: @escaping @Sendable () -> Void,
         completion: @escaping @Sendable ((any Error)?) -> Void
     ) {
         pool.asyncWriteWithoutTransaction { db in
+            _ = tb_make_thread_batch()
             do {
                 try self.write(changes, in: db)
             } catch {

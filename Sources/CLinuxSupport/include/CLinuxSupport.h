@@ -14,6 +14,14 @@ int tb_set_nondumpable(void);
 /// syncfs(2) (declared only under _GNU_SOURCE): writes out everything cached for the file system holding `fd`.
 int tb_syncfs(int fd);
 
+/// Makes the calling thread SCHED_BATCH, once per thread (its nice value stays): a thread the scheduler may no longer
+/// let preempt the running thread when it wakes, for background work that must not delay the thread it shares a CPU
+/// with. Returns 0 or an errno.
+int tb_make_thread_batch(void);
+
+/// Whether the calling thread is SCHED_BATCH.
+int tb_thread_is_batch(void);
+
 /// prctl(PR_GET_DUMPABLE): 1 when the process may be dumped, 0 when not.
 int tb_is_dumpable(void);
 
