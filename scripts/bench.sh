@@ -194,11 +194,11 @@ printf '{"jsonrpc":"2.0","id":1,"method":"acquireTokenSilently","params":{"authP
 token_calls() { curl -s "http://127.0.0.1:$IDP_PORT/_test/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokenRequests"])'; }
 provider_stats() { curl -s "http://127.0.0.1:$IDP_PORT/_test/stats" > "$1"; }
 # The broker's own share of a refresh: the round trip less the time the provider's answer took at its server's edge
-# (from the request read off its connection to the response written; the provider counts it, as a total over its
-# answers). The loopback stays on the broker's side of the line. The mean round trip less the mean answer is the mean
-# share exactly; the p50 less the mean answer moves with the spread of the provider's signing times. The share as
-# measured before (less only the endpoint's working time, so that the provider's HTTP server, its hops and its log
-# line counted as the broker's) is kept beside it.
+# (from the request read off its connection to the response handed to it, before the write; the provider counts it,
+# as a total over its answers). The loopback, and the write that wakes the broker, stay on the broker's side of the
+# line. The mean round trip less the mean answer is the mean share exactly; the p50 less the mean answer moves with
+# the spread of the provider's signing times. The share as measured before (less only the endpoint's working time,
+# so that the provider's HTTP server, its hops and its log line counted as the broker's) is kept beside it.
 refresh_share() {  # $1: label; $2: socket; $3: request file
   provider_stats "$WORK/stats-before.json"
   bench refresh --label "$1" --socket "$2" --request "$3" --count $((COUNT / 500)) > "$WORK/refresh-result.json"
