@@ -36,6 +36,33 @@ int tb_thread_is_batch(void) {
     return sched_getscheduler(0) == SCHED_BATCH;
 }
 
+/// struct sched_attr (uapi linux/sched/types.h), which glibc before 2.41 does not declare.
+struct tb_sched_attr {
+    unsigned int size;
+    unsigned int sched_policy;
+    unsigned long long sched_flags;
+    int sched_nice;
+    unsigned int sched_priority;
+    unsigned long long sched_runtime;
+    unsigned long long sched_deadline;
+    unsigned long long sched_period;
+    unsigned int sched_util_min;
+    unsigned int sched_util_max;
+};
+
+int tb_request_thread_slice(unsigned long long nanoseconds) {
+    struct tb_sched_attr attr = {0};
+    if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0) return errno;
+    if (attr.sched_policy != SCHED_OTHER) return 0;
+    attr.size = sizeof attr;
+    // SCHED_FLAG_RESET_ON_FORK: the threads and processes it starts (libdispatch's workers, a browser) begin with
+    // the default slice, not its own.
+    attr.sched_flags = 0x01;
+    attr.sched_runtime = nanoseconds;
+    if (syscall(SYS_sched_setattr, 0, &attr, 0) != 0) return errno;
+    return 0;
+}
+
 int tb_is_dumpable(void) {
     return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
 }

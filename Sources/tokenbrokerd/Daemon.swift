@@ -131,6 +131,12 @@ struct Daemon: AsyncParsableCommand {
         NIOSingletons.groupLoopCountSuggestion = max(1, System.coreCount / 2)
         let tookOver = installEnqueueHook()
         tasksRunOnEventLoops.store(tookOver, ordering: .relaxed)
+        // 0.1 ms scheduler slices for the event loops (EEVDF, Linux >= 6.12): a loop woken by an answer runs before
+        // the threads that had the CPU, and is not preempted by the ones it wakes (the provider its request head
+        // wakes, before the body is written). A refresh's round trip took 80 µs less (BENCHMARKS.md, "ninth pass").
+        for loop in MultiThreadedEventLoopGroup.singleton.makeIterator() {
+            loop.execute { _ = tb_request_thread_slice(100_000) }
+        }
         let finished = DispatchSemaphore(value: 0)
         // Detached: this function belongs to the main actor, and a task of its own would wait for it forever.
         Task.detached {
