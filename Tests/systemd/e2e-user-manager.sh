@@ -121,8 +121,8 @@ fi
 PID=$(unit MainPID)
 # The broker sets these limits and its umask itself too (ProcessHardening): the unit's own settings are checked
 # as the user manager reads them, and their effect on the running broker beside.
-check "the unit sets LimitCORE=0, LimitNOFILE=8192 and UMask=0077" \
-  [ "$(unit LimitCORE)/$(unit LimitNOFILE)/$(unit UMask)" = "0/8192/0077" ]
+check "the unit sets LimitCORE=0, LimitNOFILE=8192, LimitRTPRIO=0 and UMask=0077" \
+  [ "$(unit LimitCORE)/$(unit LimitNOFILE)/$(unit LimitRTPRIO)/$(unit UMask)" = "0/8192/0/0077" ]
 check "no core dump: the broker runs with a core limit of 0" grep -Eq "^Max core file size +0 +0 " "/proc/$PID/limits"
 check "the broker may open 8192 descriptors" grep -Eq "^Max open files +8192 " "/proc/$PID/limits"
 check "the unit bounds the broker's memory" [ "$(unit MemoryMax)/$(unit MemoryHigh)" = "$((512 << 20))/$((256 << 20))" ]
