@@ -131,9 +131,10 @@ struct Daemon: AsyncParsableCommand {
         NIOSingletons.groupLoopCountSuggestion = max(1, System.coreCount / 2)
         let tookOver = installEnqueueHook()
         tasksRunOnEventLoops.store(tookOver, ordering: .relaxed)
-        // 0.1 ms scheduler slices for the event loops (EEVDF, Linux >= 6.12): a loop woken by an answer runs before
-        // the threads that had the CPU, and is not preempted by the ones it wakes (the provider its request head
-        // wakes, before the body is written). A refresh's round trip took 80 µs less (BENCHMARKS.md, "ninth pass").
+        // 0.1 ms scheduler slices for the event loops (EEVDF, Linux >= 6.12): a loop woken by a request or an
+        // answer runs before the threads that had the CPU. It is also protected from preemption for that slice only,
+        // and traced, it was preempted more often; the round trip of a refresh still took 80 µs less
+        // (BENCHMARKS.md, "ninth pass").
         for loop in MultiThreadedEventLoopGroup.singleton.makeIterator() {
             loop.execute { _ = tb_request_thread_slice(100_000) }
         }

@@ -23,9 +23,9 @@ int tb_make_thread_batch(void);
 int tb_thread_is_batch(void);
 
 /// Asks the scheduler for `nanoseconds` slices for the calling thread, when it is SCHED_OTHER (sched_setattr's
-/// sched_runtime, its policy and nice value kept, reset on fork): a shorter slice gives it an earlier deadline under
-/// EEVDF (Linux >= 6.12, which takes 0.1 to 100 ms; earlier kernels ignore it), so it runs sooner when it wakes and
-/// other threads that wake preempt it less. Returns 0 or an errno.
+/// sched_runtime, its policy and nice value kept, reset on fork; 0 asks for the default): a shorter slice gives it an
+/// earlier deadline under EEVDF (Linux >= 6.12, which takes 0.1 to 100 ms; earlier kernels ignore it), so it runs
+/// sooner when it wakes, and is protected from preemption for a shorter time. Returns 0 or an errno.
 int tb_request_thread_slice(unsigned long long nanoseconds);
 
 /// prctl(PR_GET_DUMPABLE): 1 when the process may be dumped, 0 when not.
