@@ -23,19 +23,6 @@ int tb_syncfs(int fd) {
     return syncfs(fd);
 }
 
-int tb_make_thread_batch(void) {
-    static __thread int done;
-    if (done) return 0;
-    // pid 0 is the calling thread: Linux schedules threads, not processes.
-    if (sched_setscheduler(0, SCHED_BATCH, &(struct sched_param){.sched_priority = 0}) != 0) return errno;
-    done = 1;
-    return 0;
-}
-
-int tb_thread_is_batch(void) {
-    return sched_getscheduler(0) == SCHED_BATCH;
-}
-
 /// struct sched_attr (uapi linux/sched/types.h), which glibc before 2.41 does not declare.
 struct tb_sched_attr {
     unsigned int size;
@@ -50,17 +37,37 @@ struct tb_sched_attr {
     unsigned int sched_util_max;
 };
 
-int tb_request_thread_slice(unsigned long long nanoseconds) {
+/// Gives the calling thread (pid 0: Linux schedules threads) `policy` and `slice` (0: the default), its nice value
+/// kept, reset on fork: the threads and processes it starts (libdispatch's workers, a browser) begin with the default
+/// slice and a nice value of at least 0 (they keep a SCHED_BATCH policy: the kernel resets only the real-time ones).
+/// With `only_from_other`, leaves a thread that is not SCHED_OTHER alone.
+static int tb_set_own_scheduling(unsigned int policy, unsigned long long slice, int only_from_other) {
     struct tb_sched_attr attr = {0};
     if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0) return errno;
-    if (attr.sched_policy != SCHED_OTHER) return 0;
+    if (only_from_other && attr.sched_policy != SCHED_OTHER) return 0;
     attr.size = sizeof attr;
-    // SCHED_FLAG_RESET_ON_FORK: the threads and processes it starts (libdispatch's workers, a browser) begin with
-    // the default slice, not its own.
-    attr.sched_flags = 0x01;
-    attr.sched_runtime = nanoseconds;
+    attr.sched_policy = policy;
+    attr.sched_flags = 0x01;  // SCHED_FLAG_RESET_ON_FORK
+    attr.sched_priority = 0;
+    attr.sched_runtime = slice;
     if (syscall(SYS_sched_setattr, 0, &attr, 0) != 0) return errno;
     return 0;
+}
+
+int tb_make_thread_batch(void) {
+    static __thread int done;
+    if (done) return 0;
+    int error = tb_set_own_scheduling(SCHED_BATCH, 0, 0);
+    if (error == 0) done = 1;
+    return error;
+}
+
+int tb_thread_is_batch(void) {
+    return (sched_getscheduler(0) & ~SCHED_RESET_ON_FORK) == SCHED_BATCH;
+}
+
+int tb_request_thread_slice(unsigned long long nanoseconds) {
+    return tb_set_own_scheduling(SCHED_OTHER, nanoseconds, 1);
 }
 
 int tb_is_dumpable(void) {

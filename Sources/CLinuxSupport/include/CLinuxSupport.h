@@ -14,9 +14,9 @@ int tb_set_nondumpable(void);
 /// syncfs(2) (declared only under _GNU_SOURCE): writes out everything cached for the file system holding `fd`.
 int tb_syncfs(int fd);
 
-/// Makes the calling thread SCHED_BATCH, once per thread (its nice value stays): a thread the scheduler may no longer
-/// let preempt the running thread when it wakes, for background work that must not delay the thread it shares a CPU
-/// with. Returns 0 or an errno.
+/// Makes the calling thread SCHED_BATCH, once per thread (sched_setattr, its nice value kept, reset on fork): a
+/// thread the scheduler may no longer let preempt the running thread when it wakes, for background work that must not
+/// delay the thread it shares a CPU with. Returns 0 or an errno.
 int tb_make_thread_batch(void);
 
 /// Whether the calling thread is SCHED_BATCH.
