@@ -195,4 +195,28 @@ struct SharedValuesTests {
         copy = long.lowercasedSharingStorage
         #expect(long.withUTF8 { $0.baseAddress } != copy.withUTF8 { $0.baseAddress })
     }
+
+    /// An entry's key is its parts joined by `-` and lowercased as `lowercased()` lowers, whatever they hold: every
+    /// byte of 0...127, capitals, non-ASCII letters (a final sigma among them), empty parts.
+    @Test func keysAreTheirPartsJoinedAndLowercased() {
+        let pieces = [
+            "", "-", "uid.utid", "login.microsoftonline.com", "AccessToken", "API://Things/Read offline_access",
+            "\u{C9}COLE", "\u{39F}\u{394}\u{39F}\u{3A3}", "caf\u{E9}", "cafe\u{301}", "\u{130}", "\u{1E9E}",
+            "\u{1F600}Z",
+            String(decoding: Array(0...127), as: UTF8.self),
+        ]
+        var seen = 0
+        for first in pieces {
+            for second in pieces {
+                for third in pieces {
+                    let expected = [first, second, third].joined(separator: "-").lowercased()
+                    #expect(Array(EntryID.key(first, second, third).utf8) == Array(expected.utf8))
+                    seen += 1
+                }
+            }
+            #expect(Array(EntryID.key(first).utf8) == Array(first.lowercased().utf8))
+        }
+        #expect(EntryID.key() == "")
+        #expect(seen == pieces.count * pieces.count * pieces.count)
+    }
 }

@@ -13,10 +13,12 @@ public final class ProviderDirectory: Sendable {
     private let transport: any HTTPTransport
     private let timeout: Duration
     private let clock: any BrokerClock
-    /// Documents fetched, and when: written by the fetch itself, before the callers sharing it are let go, so a
-    /// caller that comes after finds the document rather than starting a fetch of its own.
-    private let documents = Mutex<[URL: (metadata: ProviderMetadata, fetched: Duration)]>([:])
-    private let fetches = SingleFlight<URL, ProviderMetadata, OAuthError>()
+    /// Documents fetched, and when, by their address as text (``ProviderMetadata/discoveryAddress(for:)``).
+    ///
+    /// Written by the fetch itself, before the callers sharing it are let go, so a caller that comes after finds the
+    /// document rather than starting a fetch of its own.
+    private let documents = Mutex<[String: (metadata: ProviderMetadata, fetched: Duration)]>([:])
+    private let fetches = SingleFlight<String, ProviderMetadata, OAuthError>()
     private let keySets = Mutex<[URL: SigningKeys]>([:])
 
     /// Creates a directory that fetches over `transport`.
@@ -28,16 +30,17 @@ public final class ProviderDirectory: Sendable {
 
     /// The discovery document of `authority`, validated against it.
     public func metadata(for authority: Authority) async throws(OAuthError) -> ProviderMetadata {
-        let url = ProviderMetadata.discoveryURL(for: authority)
-        if let cached = documents.withLock({ $0[url] }), clock.elapsed - cached.fetched < Self.documentLifetime {
+        let address = ProviderMetadata.discoveryAddress(for: authority)
+        if let cached = documents.withLock({ $0[address] }), clock.elapsed - cached.fetched < Self.documentLifetime {
             return cached.metadata
         }
         let transport = transport
         let timeout = timeout
         let clock = clock
-        return try await fetches.run(url) { () async throws(OAuthError) in
+        return try await fetches.run(address) { () async throws(OAuthError) in
+            let url = ProviderMetadata.discoveryURL(for: authority)
             let metadata = try await Self.fetch(url, authority: authority, transport: transport, timeout: timeout).get()
-            self.documents.withLock { $0[url] = (metadata, clock.elapsed) }
+            self.documents.withLock { $0[address] = (metadata, clock.elapsed) }
             return metadata
         }
     }
