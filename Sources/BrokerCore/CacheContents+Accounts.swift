@@ -78,15 +78,22 @@ extension CacheContents {
 extension AccountEntry {
     /// The home tenant of an Entra ID account: the `utid` half of `uid.utid`.
     var homeTenant: String? {
-        let parts = homeAccountId.split(separator: ".")
-        return parts.count == 2 ? String(parts[1]) : nil
+        homeAccountIdHalves.map { String($0.utid) }
     }
 
     /// Entra ID's routing hint for the account (`Oid:<uid>@<utid>`).
     var anchorMailbox: String? {
-        let parts = homeAccountId.split(separator: ".")
+        homeAccountIdHalves.map { "Oid:\($0.uid)@\($0.utid)" }
+    }
+
+    /// The two halves of an Entra ID home account id, `uid.utid`; nil for any other form.
+    ///
+    /// Split on the bytes: split by characters, each compared as a string, the anchor cost a refresh 30,000
+    /// instructions (callgrind), more than the rest of its request to the provider. A home account id is ASCII.
+    private var homeAccountIdHalves: (uid: Substring, utid: Substring)? {
+        let parts = homeAccountId.utf8.split(separator: UInt8(ascii: "."))
         guard parts.count == 2 else { return nil }
-        return "Oid:\(parts[0])@\(parts[1])"
+        return (Substring(parts[0]), Substring(parts[1]))
     }
 
     /// The account as messages name it.

@@ -57,7 +57,8 @@ struct RefreshTests {
         #expect(sent?.formFields["client_id"] == CacheFixtures.clientId)
         #expect(sent?.formFields["client_info"] == "1")
         #expect(sent?.formFields["scope"]?.contains("offline_access") == true)
-        #expect(sent?.headers.contains { $0.name == "X-AnchorMailbox" } == true)
+        let anchor = sent?.headers.first { $0.name == "X-AnchorMailbox" }?.value
+        #expect(anchor == "Oid:\(CacheFixtures.ada.oid)@\(CacheFixtures.tenant)")
         // Then the cache answers.
         let again = try await fixture.silent()
         #expect(again.tokenSource == .cache && again.accessToken.reveal() == "AT-NEW-1")

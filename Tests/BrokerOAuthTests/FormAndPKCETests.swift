@@ -1,5 +1,6 @@
 import BrokerOAuth
 import BrokerProtocol
+import Foundation
 import Testing
 
 @Suite struct FormAndPKCETests {
@@ -14,6 +15,23 @@ import Testing
         )
         let parsed = FormBody.parse(form.encodedString())
         #expect(parsed?.map(\.value) == ["openid https://graph.microsoft.com/User.Read", "a+b&c=d é~._-"])
+    }
+
+    /// Each of the 128 ASCII characters, and a few beyond, as Foundation escapes them for the same unreserved set.
+    @Test func encodesEachCharacterAsFoundationDoes() {
+        var unreserved = CharacterSet(charactersIn: "-._~")
+        unreserved.insert(charactersIn: "a"..."z")
+        unreserved.insert(charactersIn: "A"..."Z")
+        unreserved.insert(charactersIn: "0"..."9")
+        let texts =
+            (0..<128).map { String(UnicodeScalar(UInt8($0))) } + ["é", "€", "𝄞", String(repeating: "a b", count: 50)]
+        for text in texts {
+            var form = FormBody()
+            form.add("v", text)
+            #expect(
+                form.encodedString() == "v=" + (text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? "")
+            )
+        }
     }
 
     @Test func describesFieldNamesOnly() {

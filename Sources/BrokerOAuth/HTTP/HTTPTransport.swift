@@ -171,17 +171,37 @@ public struct FormBody: Sendable, CustomStringConvertible {
         "FormBody(\(fields.map(\.name).joined(separator: ", ")))"
     }
 
+    /// Appends `text` with every byte but an unreserved character's as `%XX`.
+    ///
+    /// Written into capacity reserved for the worst case: appending byte by byte, and each escape as an array of
+    /// three, cost a refresh's form 23,000 instructions (callgrind).
     private static func percentEncode(_ text: String, into out: inout [UInt8]) {
-        let hex = Array("0123456789ABCDEF".utf8)
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-                UInt8(ascii: "~"):
-                out.append(byte)
-            default:
-                out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+        var text = text
+        text.withUTF8 { bytes in
+            out.reserveCapacity(out.count + bytes.count * 3)
+            for byte in bytes {
+                if unreserved[Int(byte)] {
+                    out.append(byte)
+                } else {
+                    out.append(UInt8(ascii: "%"))
+                    out.append(hexDigits[Int(byte >> 4)])
+                    out.append(hexDigits[Int(byte & 0xF)])
+                }
             }
+        }
+    }
+
+    private static let hexDigits = Array("0123456789ABCDEF".utf8)
+
+    /// Whether each byte is an unreserved character (RFC 3986, section 2.3), which a form keeps as it is.
+    private static let unreserved: [Bool] = (0...255).map { byte in
+        switch UInt8(byte) {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+            UInt8(ascii: "~"):
+            true
+        default:
+            false
         }
     }
 
