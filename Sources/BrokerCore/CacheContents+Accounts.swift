@@ -89,7 +89,7 @@ extension AccountEntry {
     /// The two halves of an Entra ID home account id, `uid.utid`; nil for any other form.
     ///
     /// Split on the bytes: split by characters, each compared as a string, the anchor cost a refresh 30,000
-    /// instructions (callgrind), more than the rest of its request to the provider. A home account id is ASCII.
+    /// instructions (callgrind). A home account id is ASCII.
     private var homeAccountIdHalves: (uid: Substring, utid: Substring)? {
         let parts = homeAccountId.utf8.split(separator: UInt8(ascii: "."))
         guard parts.count == 2 else { return nil }

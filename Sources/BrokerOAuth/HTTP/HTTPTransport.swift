@@ -152,6 +152,9 @@ public struct FormBody: Sendable, CustomStringConvertible {
     /// The encoded bytes: `name=value&…`, with everything but unreserved characters percent-encoded.
     public func encoded() -> [UInt8] {
         var out: [UInt8] = []
+        // Room for the worst case, every byte escaped, reserved once: growing byte by byte, and each escape appended
+        // as an array of three, cost a refresh's form 23,000 instructions (callgrind).
+        out.reserveCapacity(fields.reduce(0) { $0 + 2 + 3 * ($1.name.utf8.count + $1.value.utf8.count) })
         for (index, field) in fields.enumerated() {
             if index > 0 { out.append(UInt8(ascii: "&")) }
             Self.percentEncode(field.name, into: &out)
@@ -172,13 +175,9 @@ public struct FormBody: Sendable, CustomStringConvertible {
     }
 
     /// Appends `text` with every byte but an unreserved character's as `%XX`.
-    ///
-    /// Written into capacity reserved for the worst case: appending byte by byte, and each escape as an array of
-    /// three, cost a refresh's form 23,000 instructions (callgrind).
     private static func percentEncode(_ text: String, into out: inout [UInt8]) {
         var text = text
         text.withUTF8 { bytes in
-            out.reserveCapacity(out.count + bytes.count * 3)
             for byte in bytes {
                 if unreserved[Int(byte)] {
                     out.append(byte)
