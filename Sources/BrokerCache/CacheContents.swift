@@ -223,7 +223,7 @@ public struct CacheContents: Sendable {
             accessTokenScopes[key] = scopes
             accessTokenIndex[CredentialScope(token), default: []].insert(key)
         case .refreshToken(var token):
-            if let old = refreshTokens[key], Self.takeKeptCopies(of: old, into: &token) {
+            if let old = refreshTokens[key], Self.takeKeptCredentialCopies(of: old, into: &token) {
                 refreshTokens[key] = token
                 return
             }
@@ -293,25 +293,17 @@ public struct CacheContents: Sendable {
         accessTokens[key] = token
     }
 
-    /// Whether `new` holds the same bytes as `old` in each value it shares with other tokens (see ``share(_:)``); if
-    /// so, `new` takes `old`'s kept copies, and holds them in its place (no holder more or less).
+    /// Whether `new` holds the same bytes as `old` in the account, environment and client id.
+    ///
+    /// Those are what every token shares with others (see ``share(_:)``), and all a refresh token shares; if they are
+    /// the same, `new` takes `old`'s kept copies, and holds them in its place (no holder more or less).
     ///
     /// Field by field: through an array of key paths, every read and write went through the runtime's key-path
     /// projection and cost 2 % of a refresh's event loop (callgrind).
-    private static func takeKeptCopies(of old: AccessToken, into new: inout AccessToken) -> Bool {
-        guard
-            same(new.homeAccountId, old.homeAccountId), same(new.environment, old.environment),
-            same(new.clientId, old.clientId), same(new.realm, old.realm), same(new.target, old.target)
-        else { return false }
-        new.homeAccountId = old.homeAccountId
-        new.environment = old.environment
-        new.clientId = old.clientId
-        new.realm = old.realm
-        new.target = old.target
-        return true
-    }
-
-    private static func takeKeptCopies(of old: RefreshToken, into new: inout RefreshToken) -> Bool {
+    private static func takeKeptCredentialCopies<Token: SharedCredentialValues>(
+        of old: Token,
+        into new: inout Token
+    ) -> Bool {
         guard
             same(new.homeAccountId, old.homeAccountId), same(new.environment, old.environment),
             same(new.clientId, old.clientId)
@@ -322,14 +314,18 @@ public struct CacheContents: Sendable {
         return true
     }
 
-    private static func takeKeptCopies(of old: IdToken, into new: inout IdToken) -> Bool {
-        guard
-            same(new.homeAccountId, old.homeAccountId), same(new.environment, old.environment),
-            same(new.clientId, old.clientId), same(new.realm, old.realm)
+    /// ``takeKeptCredentialCopies(of:into:)`` for an access token, which shares its realm and target as well.
+    private static func takeKeptCopies(of old: AccessToken, into new: inout AccessToken) -> Bool {
+        guard same(new.realm, old.realm), same(new.target, old.target), takeKeptCredentialCopies(of: old, into: &new)
         else { return false }
-        new.homeAccountId = old.homeAccountId
-        new.environment = old.environment
-        new.clientId = old.clientId
+        new.realm = old.realm
+        new.target = old.target
+        return true
+    }
+
+    /// ``takeKeptCredentialCopies(of:into:)`` for an id token, which shares its realm as well.
+    private static func takeKeptCopies(of old: IdToken, into new: inout IdToken) -> Bool {
+        guard same(new.realm, old.realm), takeKeptCredentialCopies(of: old, into: &new) else { return false }
         new.realm = old.realm
         return true
     }
@@ -408,3 +404,15 @@ private struct CredentialScope: Hashable, Sendable {
         self.init(homeAccountId: token.homeAccountId, clientId: token.clientId, realm: token.realm)
     }
 }
+
+/// The values every kind of token shares with the others, which the contents keep once (see
+/// ``CacheContents/share(_:)``).
+private protocol SharedCredentialValues {
+    var homeAccountId: String { get set }
+    var environment: String { get set }
+    var clientId: String { get set }
+}
+
+extension AccessToken: SharedCredentialValues {}
+extension RefreshToken: SharedCredentialValues {}
+extension IdToken: SharedCredentialValues {}

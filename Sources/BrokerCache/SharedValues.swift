@@ -81,27 +81,72 @@ extension String {
         let lowers =
             utf8.withContiguousStorageIfAvailable { Self.needsLowering(UnsafeRawBufferPointer($0)) }
             ?? utf8.contains(where: Self.needsLowering)
-        return lowers ? lowercased() : self
+        guard lowers else { return self }
+        return asciiLowercased ?? lowercased()
+    }
+
+    /// The string with its ASCII capitals lowered, when it is all ASCII; nil when a character is not.
+    ///
+    /// What `lowercased()` gives for it, without Unicode's case mappings, which cost a cache key of a hundred bytes
+    /// about 2,000 instructions (an access token's key has capitals: its scopes), and a refresh builds 13 keys.
+    private var asciiLowercased: String? {
+        var source = self
+        var ascii = true
+        let lowered = source.withUTF8 { bytes in
+            String(unsafeUninitializedCapacity: bytes.count) { buffer in
+                guard let from = bytes.baseAddress, let to = buffer.baseAddress else { return 0 }
+                to.initialize(from: from, count: bytes.count)
+                ascii = Self.lowerASCIICapitals(UnsafeMutableRawBufferPointer(start: to, count: bytes.count))
+                return bytes.count
+            }
+        }
+        return ascii ? lowered : nil
+    }
+
+    /// The high bit of each byte of `word` that is an ASCII capital.
+    ///
+    /// Per byte below 0x80, adding 0x80 - "A" sets the high bit from "A" up, and adding 0x80 - ("Z" + 1) from past
+    /// "Z": a capital has the first and not the second.
+    private static func asciiCapitals(in word: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let low = word & ~highs
+        return (low &+ ones &* (0x80 - 0x41)) & ~(low &+ ones &* (0x80 - 0x5B)) & ~word & highs
     }
 
     /// Whether any of `bytes` is an ASCII capital or part of a non-ASCII character.
     private static func needsLowering(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var index = 0
         if let base = bytes.baseAddress {
-            let ones: UInt64 = 0x0101_0101_0101_0101
-            let highs: UInt64 = 0x8080_8080_8080_8080
             while index + 8 <= bytes.count {
                 let word = base.loadUnaligned(fromByteOffset: index, as: UInt64.self)
-                // Per byte below 0x80: adding 0x80 - "A" sets the high bit from "A" up, adding 0x80 - ("Z" + 1)
-                // from past "Z"; a capital has the first and not the second. Bytes from 0x80 need lowering anyway.
-                let low = word & ~highs
-                let fromA = low &+ ones &* (0x80 - 0x41)
-                let pastZ = low &+ ones &* (0x80 - 0x5B)
-                if (fromA & ~pastZ | word) & highs != 0 { return true }
+                // Bytes from 0x80 need lowering anyway.
+                if (asciiCapitals(in: word) | word) & 0x8080_8080_8080_8080 != 0 { return true }
                 index += 8
             }
         }
         return bytes[index...].contains(where: needsLowering)
+    }
+
+    /// Lowers the ASCII capitals of `bytes` in place, eight at a time; whether every byte is ASCII.
+    private static func lowerASCIICapitals(_ bytes: UnsafeMutableRawBufferPointer) -> Bool {
+        var seen: UInt64 = 0
+        var index = 0
+        while index + 8 <= bytes.count {
+            let word = bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            seen |= word
+            // A capital's high bit moved down two is 0x20, the bit that makes it lower case.
+            bytes.storeBytes(of: word | asciiCapitals(in: word) >> 2, toByteOffset: index, as: UInt64.self)
+            index += 8
+        }
+        var ascii = seen & 0x8080_8080_8080_8080 == 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            ascii = ascii && byte < 0x80
+            if byte &- UInt8(ascii: "A") < 26 { bytes[index] = byte | 0x20 }
+            index += 1
+        }
+        return ascii
     }
 
     /// Whether `byte` is an ASCII capital or part of a non-ASCII character (which `lowercased()` may change).
