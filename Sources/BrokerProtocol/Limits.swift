@@ -39,7 +39,7 @@ public enum WireProtocol {
 
     /// A correlation id for a request that came without one: a new UUID, uppercase (Protocol/ §6).
     public static func newCorrelationId() -> String {
-        UUID.random().uuidString
+        UUID.random().canonicalText
     }
 
     /// The longest string request `id` accepted, in UTF-8 bytes.

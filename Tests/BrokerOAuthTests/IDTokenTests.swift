@@ -188,6 +188,23 @@ import Testing
         )
     }
 
+    /// Every `{tenantid}` is the tenant's id; an issuer without one, or no tenant id, leaves the issuer as it is.
+    @Test(arguments: [
+        ("https://login.microsoftonline.com/{tenantid}/v2.0", "t-1", "https://login.microsoftonline.com/t-1/v2.0"),
+        ("https://sts.windows.net/{tenantid}/", "t-1", "https://sts.windows.net/t-1/"),
+        ("{tenantid}", "t-1", "t-1"), ("{tenantid}{tenantid}", "t", "tt"), ("a{tenantid}b{tenantid}", "é", "aébé"),
+        ("https://idp.example/{tenant}/{tenantid", "t-1", "https://idp.example/{tenant}/{tenantid"),
+        ("https://idp.example/{TENANTID}", "t-1", "https://idp.example/{TENANTID}"),
+        ("https://idp.example/7d3c2b1a", "t-1", "https://idp.example/7d3c2b1a"), ("", "t-1", ""),
+        ("https://idp.é.example/{{tenantid}}", "t-1", "https://idp.é.example/{t-1}"),
+    ])
+    func fillsInTheTenantTemplate(issuer: String, tenantId: String, expected: String) {
+        let metadata = ProviderMetadata.test(issuer: issuer)
+        #expect(metadata.expectedIssuer(tenantId: tenantId) == expected)
+        #expect(metadata.expectedIssuer(tenantId: tenantId) == issuer.replacing("{tenantid}", with: tenantId))
+        #expect(metadata.expectedIssuer(tenantId: nil) == issuer)
+    }
+
     @Test func checksTheIssuerAndTheEndpoints() throws {
         let oidc = try Authority(parsing: "https://idp.example")
         try ProviderMetadata.test().validate(for: oidc)

@@ -99,8 +99,9 @@ struct StrictJSONTests {
         }
     }
 
-    /// A token result, written straight, is byte for byte what its synthesized `Encodable` conformance writes: with
-    /// every optional member present or absent, strings that need escapes, and claims of every kind.
+    /// A token result, and the response that carries it, written straight, are byte for byte what their `Encodable`
+    /// conformances write: with every optional member present or absent, strings that need escapes, claims of every
+    /// kind, and ids of every kind.
     @Test func writesTokenResultsAsTheirCodableConformanceDoes() throws {
         /// Encodes the result through its conformance, not the encoder's shortcut for the type.
         struct ThroughCodable: Encodable, Sendable {
@@ -151,9 +152,19 @@ struct StrictJSONTests {
                 "StreamState.writeTokenResult must write it"
             )
             let acquired = AcquireTokenResult(brokerTokenResponse: result)
-            let straight = try WireEncoder().encode(Response(id: .number(7), result: acquired))
+            // The envelope is written straight as well: every kind of id.
+            let id: RequestID? =
+                switch Int.random(in: 0..<3, using: &random) {
+                case 0: .number(Int64.random(in: Int64.min...Int64.max, using: &random))
+                case 1: .string(text())
+                default: nil
+                }
+            let straight = try WireEncoder().encode(Response(id: id, result: acquired))
             let wrapped = Wrapped(brokerTokenResponse: ThroughCodable(result: result))
-            #expect(straight == (try WireEncoder().encode(Response(id: .number(7), result: wrapped))))
+            #expect(straight == (try WireEncoder().encode(Response(id: id, result: wrapped))))
+            // …and nested in something else, it is the same bytes as alone.
+            let inArray = try WireEncoder().encode([Response(id: id, result: acquired)])
+            #expect(inArray == [UInt8(ascii: "[")] + straight + [UInt8(ascii: "]")])
             let alone = try WireEncoder().encode(acquired)
             #expect(try WireDecoder().decode(AcquireTokenResult.self, from: alone) == acquired)
         }

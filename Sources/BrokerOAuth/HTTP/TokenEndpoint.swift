@@ -161,8 +161,8 @@ public final class TokenEndpoint: Sendable {
                 ("x-client-SKU", "tokenbroker.linux"), ("x-client-Ver", productVersion), ("x-client-OS", "linux"),
             ] + headers
         )
-        var logger = logger
-        logger[metadataKey: "correlation_id"] = "\(correlationId)"
+        // The correlation id goes with each line, not into the logger's metadata: that is built only when a line is
+        // logged, while setting it on the logger cost every exchange 8,000 instructions (callgrind), logged or not.
         let grant = form.value(of: "grant_type") ?? endpoint
         var attempt = 1
         while true {
@@ -175,6 +175,7 @@ public final class TokenEndpoint: Sendable {
                     metadata: [
                         "endpoint": "\(url.absoluteString)", "grant": "\(grant)", "status": "\(response.status)",
                         "attempt": "\(attempt)", "ms": "\((clock.elapsed - started).milliseconds)",
+                        "correlation_id": "\(correlationId)",
                     ]
                 )
                 if response.status == 200 { return response.body }
@@ -182,7 +183,10 @@ public final class TokenEndpoint: Sendable {
             } catch {
                 logger.debug(
                     "identity provider unreachable",
-                    metadata: ["endpoint": "\(url.absoluteString)", "grant": "\(grant)", "reason": "\(error)"]
+                    metadata: [
+                        "endpoint": "\(url.absoluteString)", "grant": "\(grant)", "reason": "\(error)",
+                        "correlation_id": "\(correlationId)",
+                    ]
                 )
                 switch error.kind {
                 case .canceled: throw OAuthError(.canceled, "the request to the identity provider was canceled")
@@ -197,7 +201,12 @@ public final class TokenEndpoint: Sendable {
             }
             let pause = failure.retryAfter ?? policy.backoff(after: attempt)
             guard pause <= policy.longestWait else { throw failure }
-            logger.debug("retrying", metadata: ["endpoint": "\(url.absoluteString)", "after": "\(pause)"])
+            logger.debug(
+                "retrying",
+                metadata: [
+                    "endpoint": "\(url.absoluteString)", "after": "\(pause)", "correlation_id": "\(correlationId)",
+                ]
+            )
             do {
                 try await clock.sleep(for: pause)
             } catch {

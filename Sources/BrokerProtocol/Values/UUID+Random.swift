@@ -23,4 +23,27 @@ extension UUID {
         bytes.8 = bytes.8 & 0x3F | 0x80  // RFC 9562 variant
         return UUID(uuid: bytes)
     }
+
+    /// `uuidString`, written straight into a string: upper-case hexadecimal digits, eight-four-four-four-twelve.
+    ///
+    /// Foundation's took each correlation id the broker makes 6,700 instructions (callgrind).
+    public var canonicalText: String {
+        withUnsafeBytes(of: uuid) { bytes in
+            String(unsafeUninitializedCapacity: 36) { text in
+                var position = 0
+                for (index, byte) in bytes.enumerated() {
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        text[position] = UInt8(ascii: "-")
+                        position += 1
+                    }
+                    text[position] = Self.hexDigits[Int(byte >> 4)]
+                    text[position + 1] = Self.hexDigits[Int(byte & 0x0F)]
+                    position += 2
+                }
+                return position
+            }
+        }
+    }
+
+    private static let hexDigits = Array("0123456789ABCDEF".utf8)
 }
