@@ -9,7 +9,7 @@ import Logging
 ///
 /// A class that hashes its parts once: the single flight copies, hashes and compares its key a dozen times a
 /// refresh, and as a struct of seven strings and a set it was retained seven times a copy and hashed a scope at a
-/// time, 17,000 instructions a refresh (callgrind).
+/// time; its hashing and the flight's bookkeeping cost 16,700 instructions a refresh, now 5,000 (callgrind).
 final class RefreshKey: Hashable, Sendable {
     let clientId: String
     let homeAccountId: String

@@ -29,7 +29,8 @@ public enum Base64URL {
         let length = count / 4 * 3 + max(0, count % 4 - 1)
         var invalid: UInt8 = 0
         // Straight into the array's storage, the table read without bounds checks (a byte indexes all 256 entries):
-        // appending byte by byte cost the three parts of an id token 18,000 instructions a refresh (callgrind).
+        // with three appends a quad, each checking capacity, the three parts of a refresh's id token cost 21,900
+        // instructions, now 15,100 (callgrind).
         let output = table.withUnsafeBufferPointer { table in
             [UInt8](unsafeUninitializedCapacity: length) { output, written in
                 var index = 0
