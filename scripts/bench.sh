@@ -13,6 +13,7 @@ source scripts/lib.sh
 COUNT=100000; SECONDS_PER_RUN=3; TOKEN_RUNS=200; THROUGHPUT_ROUNDS=3
 [ "${1:-}" = "--quick" ] && { COUNT=20000; SECONDS_PER_RUN=1; TOKEN_RUNS=50; THROUGHPUT_ROUNDS=1; }
 
+need_swift
 need_packages libsqlite3-dev libsystemd-dev libsecret-1-dev libtss2-dev libargon2-dev pkg-config gcc hyperfine \
   dbus-daemon python3-dbus python3-gi >&2
 echo "building release binaries (static Swift runtime)" >&2

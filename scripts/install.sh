@@ -82,6 +82,7 @@ fi
 
 if [ -z "$BINARIES" ]; then
   echo "=== build prerequisites"
+  need_swift
   need_packages libsqlite3-dev libsystemd-dev libsecret-1-dev libtss2-dev libargon2-dev pkg-config
   echo "=== building (release, static Swift runtime; the CLI is a static executable and starts in about 1 ms)"
   swift build "${RELEASE_BUILD[@]}" --product tokenbrokerd

@@ -12,6 +12,25 @@ listening() { /usr/bin/python3 -c 'import socket, sys; socket.socket(socket.AF_U
 # tree built before them keeps its old objects until `rm -rf .build/*/release`.)
 RELEASE_BUILD=(-c release --static-swift-stdlib -Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections)
 
+# The Swift toolchain, where a login shell would find it: its installers put usr/bin on PATH in /etc/profile.d or a
+# shell profile, which a shell without a login session (`ssh host command`, cron, `env -i`) never reads. Stops with
+# what to do when there is none.
+need_swift() {
+  command -v swift >/dev/null 2>&1 && return 0
+  local bin
+  for bin in /opt/swift/usr/bin /usr/share/swift/usr/bin /usr/local/swift/usr/bin "$HOME/.local/share/swiftly/bin" \
+             "$HOME/.swiftly/bin"; do
+    if [ -x "$bin/swift" ]; then
+      echo "swift is not on PATH (this shell read no login profile); using $bin/swift" >&2
+      export PATH="$PATH:$bin"
+      return 0
+    fi
+  done
+  echo "$0: no swift on PATH, nor in /opt/swift, /usr/share/swift, /usr/local/swift or swiftly's directory:" \
+    "install Swift 6.3 (https://www.swift.org/install/linux/) and put its usr/bin on PATH" >&2
+  exit 1
+}
+
 # Run as root or through sudo.
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi

@@ -13,6 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
+need_swift
 need_packages gcc binutils >&2
 for product in tokenbrokerd tokenbroker tokenbroker-bench; do
   swift build "${RELEASE_BUILD[@]}" --product "$product" >&2

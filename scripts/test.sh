@@ -12,6 +12,7 @@ source scripts/lib.sh
 step() { printf '\n=== %s\n' "$*"; }
 
 step "system packages"
+need_swift
 need_packages libsqlite3-dev libsystemd-dev libsecret-1-dev libtss2-dev libargon2-dev pkg-config systemd curl procps \
   util-linux iproute2 openssl python3-venv git strace socat dbus-user-session
 # The key stores' test: software TPMs (swtpm, reached through tpm2-tss's swtpm TCTI from libtss2-dev).
