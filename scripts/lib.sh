@@ -18,8 +18,8 @@ RELEASE_BUILD=(-c release --static-swift-stdlib -Xswiftc -Xfrontend -Xswiftc -fu
 need_swift() {
   command -v swift >/dev/null 2>&1 && return 0
   local bin
-  for bin in /opt/swift/usr/bin /usr/share/swift/usr/bin /usr/local/swift/usr/bin "$HOME/.local/share/swiftly/bin" \
-             "$HOME/.swiftly/bin"; do
+  for bin in /opt/swift/usr/bin /usr/share/swift/usr/bin /usr/local/swift/usr/bin "${HOME:-}/.local/share/swiftly/bin" \
+             "${HOME:-}/.swiftly/bin"; do
     if [ -x "$bin/swift" ]; then
       echo "swift is not on PATH (this shell read no login profile); using $bin/swift" >&2
       export PATH="$PATH:$bin"
