@@ -1,12 +1,6 @@
 public import BrokerProtocol
 import Glibc
 
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
-
 /// An interactive token request: what MSAL calls `MSALInteractiveTokenParameters`.
 public struct InteractiveRequest: Sendable, Hashable {
     /// The app's client id.
@@ -63,7 +57,7 @@ public struct InteractiveRequest: Sendable, Hashable {
         claims: String? = nil,
         timeout: Duration? = nil,
         environment: [String: String] = InteractiveRequest.sessionEnvironment(),
-        correlationId: String = UUID.random().uuidString
+        correlationId: String = WireProtocol.newCorrelationId()
     ) {
         self.clientId = clientId
         self.scopes = scopes

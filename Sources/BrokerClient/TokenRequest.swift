@@ -1,11 +1,5 @@
 public import BrokerProtocol
 
-#if canImport(FoundationEssentials)
-public import FoundationEssentials
-#else
-public import Foundation
-#endif
-
 /// A silent token request: what MSAL calls `MSALSilentTokenParameters`.
 public struct TokenRequest: Sendable, Hashable {
     /// The app's client id.
@@ -39,7 +33,7 @@ public struct TokenRequest: Sendable, Hashable {
         minimumValidity: Duration? = nil,
         forceRefresh: Bool = false,
         claims: String? = nil,
-        correlationId: String = UUID.random().uuidString
+        correlationId: String = WireProtocol.newCorrelationId()
     ) {
         self.clientId = clientId
         self.scopes = scopes

@@ -69,7 +69,7 @@ public struct Broker1Translator: Sendable {
                 )
             )
         }
-        let correlationId = correlationId.isEmpty ? UUID.random().uuidString : correlationId
+        let correlationId = correlationId.isEmpty ? WireProtocol.newCorrelationId() : correlationId
         do throws(BrokerFailure) {
             switch method {
             case .getAccounts: return try accounts(request, correlationId: correlationId, caller: caller)
