@@ -30,17 +30,21 @@ struct IdentityProviders: Sendable {
     }
 
     /// Checks the id_token of a response, when it has one; returns its claims.
+    ///
+    /// `knownSubject` is a refresh's account (see ``IDTokenValidator/validate(_:nonce:now:keys:knownSubject:)``).
     func validatedClaims(
         of response: TokenResponse,
         metadata: ProviderMetadata,
         clientId: String,
         nonce: String?,
-        now: Int64
+        now: Int64,
+        knownSubject: String? = nil
     ) async throws(IDTokenError) -> [String: JSONValue]? {
         guard let idToken = response.idToken else { return nil }
         let keys = directory.signingKeys(for: metadata)
         let validator = IDTokenValidator(metadata: metadata, clientId: clientId)
-        return try await validator.validate(idToken, nonce: nonce, now: now, keys: keys).claims
+        return try await validator.validate(idToken, nonce: nonce, now: now, keys: keys, knownSubject: knownSubject)
+            .claims
     }
 }
 

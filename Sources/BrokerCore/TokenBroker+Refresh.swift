@@ -210,7 +210,8 @@ extension TokenBroker {
                 metadata: metadata,
                 clientId: request.clientId,
                 nonce: nil,
-                now: now
+                now: now,
+                knownSubject: context.account?.localAccountId
             )
             return (response, claims)
         } catch {

@@ -95,6 +95,52 @@ import Testing
         }
     }
 
+    /// A refresh's token naming its account (`oid`, else `sub`) is not checked against the keys; any other is, and
+    /// the other checks hold for both.
+    @Test func trustsARefreshsTokenOnlyForItsOwnAccount() async throws {
+        let signer = try TestSigner.rsa()
+        let impostor = try TestSigner.rsa(keyId: signer.keyId)
+        let (keys, transport) = await keys([signer], metadata: .test())
+        let validator = IDTokenValidator(metadata: .test(), clientId: "client-x")
+        func validate(
+            _ claims: [String: Any],
+            knownSubject: String?,
+            header: [String: Any]? = nil
+        ) async throws
+            -> JSONWebToken
+        {
+            try await validator.validate(
+                Secret(try impostor.sign(claims, header: header)),
+                nonce: nil,
+                now: now,
+                keys: keys,
+                knownSubject: knownSubject
+            )
+        }
+        #expect(try await validate(claims(), knownSubject: "s-1").string("sub") == "s-1")
+        #expect(try await validate(claims(["oid": "o-1"]), knownSubject: "o-1").string("oid") == "o-1")
+        #expect(transport.sent.isEmpty, "the keys were fetched for a token that needed none")
+        let refused: [(String, [String: Any], String?, [String: Any]?)] = [
+            ("signature does not verify", claims(), "s-2", nil),
+            ("signature does not verify", claims(), nil, nil),
+            ("signature does not verify", claims(), "", nil),
+            ("signature does not verify", claims(["sub": ""]), "", nil),
+            ("signature does not verify", claims(["oid": "o-1"]), "s-1", nil),
+            ("not accepted", claims(), "s-1", ["alg": "none"]),
+            ("not accepted", claims(), "s-1", ["alg": "HS256", "kid": signer.keyId]),
+            ("issuer", claims(["iss": "https://evil.example"]), "s-1", nil),
+            ("not for client", claims(["aud": "someone-else"]), "s-1", nil),
+            ("expired", claims(["exp": now - 121]), "s-1", nil),
+        ]
+        for (reason, claims, subject, header) in refused {
+            await #expect("\(reason), \(String(describing: subject))") {
+                _ = try await validate(claims, knownSubject: subject, header: header)
+            } throws: { error in
+                "\(error)".contains(reason)
+            }
+        }
+    }
+
     @Test func fetchesRolledKeysOnceForAnUnknownKid() async throws {
         let old = try TestSigner.rsa(keyId: "old")
         let new = try TestSigner.rsa(keyId: "new")

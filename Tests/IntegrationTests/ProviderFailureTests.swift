@@ -92,10 +92,54 @@ import Testing
         try await stop(provider, daemon, broker)
     }
 
-    func forced(_ broker: Broker, _ provider: EntraTestProvider) async throws {
-        _ = try await broker.acquireTokenSilent(
+    /// id tokens that do not verify against the provider's JWKS (signed by another key under its `kid`).
+    ///
+    /// A refresh's id token that names the account whose refresh token was redeemed is taken on the strength of the
+    /// connection it came over (OpenID Connect Core §3.1.3.7, step 6), without its RSA verification. One that names
+    /// anyone else is checked, refused, and nothing is handed out, yet the rotated refresh token is kept: the provider
+    /// detects reuse, so the next refresh works only if the daemon redeems the new token. A sign-in's id token is
+    /// always checked, even when it names the user.
+    @Test func aForgedIdTokenIsRefusedUnlessARefreshVouchesForItsAccount() async throws {
+        let (provider, daemon, broker) = try await signedIn()
+        let ada = try await forcedToken(broker, provider)
+        try await provider.control("forge-id-tokens", ["count": 1])
+        let vouched = try await forcedToken(broker, provider)
+        #expect(vouched.tokenSource == .identityProvider)
+        #expect(vouched.account.identifier == ada.account.identifier)
+
+        try await provider.control("forge-id-tokens", ["count": 1, "objectId": "0000e7e7-0000-4000-8000-00000000e7e7"])
+        let refused = await expectError(.serverError) { try await forced(broker, provider) }
+        #expect(refused?.message.contains("id_token was refused") == true, "\(String(describing: refused))")
+        #expect(refused?.message.contains("signature does not verify") == true, "\(String(describing: refused))")
+        #expect(try await refreshTokenCount(broker) == 1)
+        let next = try await forcedToken(broker, provider)
+        #expect(next.tokenSource == .identityProvider)
+        #expect(next.account.identifier == ada.account.identifier)
+
+        try await provider.control("forge-id-tokens", ["count": 1])
+        let signIn = await expectError(.serverError) {
+            _ = try await broker.acquireToken(
+                InteractiveRequest(
+                    clientId: client,
+                    scopes: [scope],
+                    authority: provider.authority,
+                    webviewType: .customBrowser,
+                    browserProfile: "ada"
+                )
+            ) { _ in }
+        }
+        #expect(signIn?.message.contains("signature does not verify") == true, "\(String(describing: signIn))")
+        try await stop(provider, daemon, broker)
+    }
+
+    func forcedToken(_ broker: Broker, _ provider: EntraTestProvider) async throws -> TokenResult {
+        try await broker.acquireTokenSilent(
             TokenRequest(clientId: client, scopes: [scope], authority: provider.authority, forceRefresh: true)
         )
+    }
+
+    func forced(_ broker: Broker, _ provider: EntraTestProvider) async throws {
+        _ = try await forcedToken(broker, provider)
     }
 
     /// 429 asking for two minutes: not waited out.

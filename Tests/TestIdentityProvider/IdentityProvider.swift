@@ -12,6 +12,9 @@ actor IdentityProvider {
 
         /// How long the answer waits: the global delay plus the fault's.
         let delay: Duration
+
+        /// The forgery the answer's id token is made with, if one is queued (v2.0 only).
+        let forgery: IDTokenForgery?
     }
 
     /// Tenant, clients and lifetimes.
@@ -24,6 +27,7 @@ actor IdentityProvider {
     var deviceCodesByUserCode: [String: String] = [:]
 
     private var faults = FaultQueue()
+    private var forgeries: [IDTokenForgery] = []
     private var tokenDelay: Duration = .zero
     private var tokenRequests = 0
     private var tokenAnswerTime: Duration = .zero
@@ -64,7 +68,13 @@ actor IdentityProvider {
             if let grantType { v1TokenRequestsByGrant[grantType, default: 0] += 1 }
         }
         let fault = faults.take(grantType: grantType)
-        return Admission(fault: fault, delay: tokenDelay + (fault?.delay ?? .zero))
+        var forgery: IDTokenForgery?
+        if version == .v2, !forgeries.isEmpty {
+            forgery = forgeries[0]
+            forgeries[0].remaining -= 1
+            if forgeries[0].remaining == 0 { forgeries.removeFirst() }
+        }
+        return Admission(fault: fault, delay: tokenDelay + (fault?.delay ?? .zero), forgery: forgery)
     }
 
     /// Adds the time the v2.0 token endpoint took to work out one answer (its delay and faults' delays not included).
@@ -111,14 +121,21 @@ actor IdentityProvider {
         return faults.left
     }
 
+    /// Queues a forgery of the next v2.0 id tokens; returns how many id tokens the queued forgeries now apply to.
+    func queueForgery(_ forgery: IDTokenForgery) -> Int {
+        forgeries.append(forgery)
+        return forgeries.reduce(0) { $0 + $1.remaining }
+    }
+
     /// Delays every token endpoint answer by `delay` until reset.
     func setTokenDelay(_ delay: Duration) {
         tokenDelay = delay
     }
 
-    /// Clears faults and the delay; issued codes and tokens stay.
+    /// Clears faults, forgeries and the delay; issued codes and tokens stay.
     func reset() {
         faults.removeAll()
+        forgeries.removeAll()
         tokenDelay = .zero
     }
 

@@ -21,7 +21,7 @@ struct Router: Sendable {
         v1Token = TokenEndpoint(provider: provider, minter: minter, version: .v1)
         deviceCode = DeviceCodeEndpoint(provider: provider, configuration: configuration)
         deviceLogin = DeviceLoginEndpoint(provider: provider)
-        control = TestControlEndpoint(provider: provider)
+        control = TestControlEndpoint(provider: provider, key: key)
     }
 
     /// Answers one request.

@@ -28,17 +28,17 @@ struct SigningKey: Sendable {
 
     private let privateKey: _RSA.Signing.PrivateKey
 
-    /// Generates a 2048-bit RSA key.
-    init() throws {
+    /// Generates a 2048-bit RSA key; its `kid` is `keyID` when given (a forger's key passing for the provider's).
+    init(keyID: String? = nil) throws {
         privateKey = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         let primitives = try privateKey.publicKey.getKeyPrimitives()
-        keyID = Base64URL.encode(Array(SHA256.hash(data: primitives.modulus).prefix(20)))
+        self.keyID = keyID ?? Base64URL.encode(Array(SHA256.hash(data: primitives.modulus).prefix(20)))
         keySet = KeySet(keys: [
             Key(
                 kty: "RSA",
                 use: "sig",
                 alg: "RS256",
-                kid: keyID,
+                kid: self.keyID,
                 n: Base64URL.encode(primitives.modulus),
                 e: Base64URL.encode(primitives.publicExponent)
             )

@@ -5,6 +5,8 @@ import NIOHTTP1
 /// `/_test/…`: the test-control API (JSON in, JSON out) that queues faults, delays, revokes and inspects.
 struct TestControlEndpoint: Sendable {
     let provider: IdentityProvider
+    /// The provider's signing key, whose `kid` a forger's key passes for.
+    let key: SigningKey
 
     /// Dispatches `/_test/<action>`.
     func handle(_ request: HTTPRequest, action: String) async -> HTTPResponse {
@@ -17,6 +19,8 @@ struct TestControlEndpoint: Sendable {
             switch action {
             case "fail-next":
                 return try await failNext(decode(FailNextRequest.self, from: request))
+            case "forge-id-tokens":
+                return try await forgeIDTokens(decode(ForgeIDTokensRequest.self, from: request))
             case "delay":
                 let delay = try decode(DelayRequest.self, from: request)
                 guard delay.ms >= 0 else { return Self.invalid("ms must not be negative") }
@@ -64,6 +68,20 @@ struct TestControlEndpoint: Sendable {
         )
         let left = await provider.queueFault(fault)
         return .json(ControlResult(ok: true, count: count, faultsLeft: left))
+    }
+
+    private func forgeIDTokens(_ request: ForgeIDTokensRequest) async -> HTTPResponse {
+        let count = request.count ?? 1
+        guard count >= 1 else { return Self.invalid("count must be at least 1") }
+        do {
+            let key = try SigningKey(keyID: key.keyID)
+            let left = await provider.queueForgery(
+                IDTokenForgery(remaining: count, key: key, objectID: request.objectId)
+            )
+            return .json(ControlResult(ok: true, count: left, faultsLeft: nil))
+        } catch {
+            return .json(ControlError(error: "server_error", message: "no key: \(error)"), status: .internalServerError)
+        }
     }
 
     private func device(_ request: DeviceDecisionRequest) async -> HTTPResponse {

@@ -11,6 +11,13 @@ struct FailNextRequest: Decodable {
     let delayMs: Int?
 }
 
+/// `POST /_test/forge-id-tokens`: sign the next v2.0 id tokens with a key the JWKS does not hold, naming `objectId`
+/// (as `oid` and `sub`) when given.
+struct ForgeIDTokensRequest: Decodable {
+    let count: Int?
+    let objectId: String?
+}
+
 /// `POST /_test/delay`: delay every token endpoint answer.
 struct DelayRequest: Decodable {
     let ms: Int

@@ -54,7 +54,7 @@ struct TokenEndpoint: Sendable {
         if let fault = admission.fault, !fault.passesThrough {
             response = fault.entraError.response(correlationID: correlationID, now: now)
         } else {
-            response = await answer(form, correlationID: correlationID, now: now)
+            response = await answer(form, forgery: admission.forgery, correlationID: correlationID, now: now)
         }
         response.delay = admission.delay
         response.headers.replaceOrAdd(name: "client-request-id", value: correlationID)
@@ -63,7 +63,12 @@ struct TokenEndpoint: Sendable {
         return response
     }
 
-    private func answer(_ form: [String: String], correlationID: String, now: Date) async -> HTTPResponse {
+    private func answer(
+        _ form: [String: String],
+        forgery: IDTokenForgery?,
+        correlationID: String,
+        now: Date
+    ) async -> HTTPResponse {
         switch await decide(form, now: now) {
         case .success(let grant):
             do {
@@ -78,7 +83,14 @@ struct TokenEndpoint: Sendable {
                         )
                     )
                 }
-                return .json(try minter.body(for: grant.issued, includeClientInfo: includeClientInfo, now: now))
+                return .json(
+                    try minter.body(
+                        for: grant.issued,
+                        includeClientInfo: includeClientInfo,
+                        forgery: forgery,
+                        now: now
+                    )
+                )
             } catch {
                 Log.info("cannot sign tokens: \(error)")
                 return EntraError(

@@ -9,11 +9,17 @@ struct TokenMinter: Sendable {
     /// Lifetimes, tenant and issuer.
     let configuration: ProviderConfiguration
 
-    /// The v2.0 success body for `grant`, with `client_info` when the request asked for it.
-    func body(for grant: IssuedGrant, includeClientInfo: Bool, now: Date) throws -> TokenResponseBody {
+    /// The v2.0 success body for `grant`, with `client_info` when the request asked for it; its id token made by
+    /// `forgery` when one is given.
+    func body(
+        for grant: IssuedGrant,
+        includeClientInfo: Bool,
+        forgery: IDTokenForgery? = nil,
+        now: Date
+    ) throws -> TokenResponseBody {
         let issuedAt = Int64(now.timeIntervalSince1970)
         let expiresAt = issuedAt + Int64(configuration.tokenLifetime)
-        let idToken = try key.signedJWT(
+        let idToken = try (forgery?.key ?? key).signedJWT(
             IDTokenClaims(
                 aud: grant.clientID,
                 iss: configuration.issuer,
@@ -22,9 +28,9 @@ struct TokenMinter: Sendable {
                 exp: expiresAt,
                 name: grant.user.displayName,
                 nonce: grant.nonce,
-                oid: grant.user.objectID,
+                oid: forgery?.objectID ?? grant.user.objectID,
                 preferredUsername: grant.user.username,
-                sub: grant.user.subject(for: grant.clientID),
+                sub: forgery?.objectID ?? grant.user.subject(for: grant.clientID),
                 tid: configuration.tenantID,
                 ver: "2.0"
             )

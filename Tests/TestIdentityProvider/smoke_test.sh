@@ -505,6 +505,28 @@ jtest "/_test/reset clears the delay" "$WORK/reset-stats.body" "'$status' == '20
 status=$(token after-reset refresh_token --data-urlencode "client_id=$CLIENT_A" --data-urlencode "refresh_token=x")
 check "a token request after the reset is answered" eval '[ "$status" = 400 ]'
 
+# ---- forged id tokens ----
+FORGED_OID=0000e7e7-0000-4000-8000-00000000e7e7
+status=$(control forge-id-tokens "{\"count\":1,\"objectId\":\"$FORGED_OID\"}")
+jtest "/_test/forge-id-tokens queues one forgery" "$WORK/control.body" "'$status' == '200' and j['count'] == 1"
+sign_in carol "$CLIENT_A" carol@contoso.com
+status=$(token carol authorization_code --data-urlencode "client_id=$CLIENT_A" --data-urlencode "code=$CODE" \
+    --data-urlencode "redirect_uri=$REDIRECT" --data-urlencode "code_verifier=$VERIFIER")
+jtest "a forged id_token keeps the provider's kid and names the objectId given" "$WORK/carol.body" \
+    "'$status' == '200' and jwt(j['id_token'])[0]['kid'] == '$KID' \
+     and jwt(j['id_token'])[1]['oid'] == '$FORGED_OID' and jwt(j['id_token'])[1]['sub'] == '$FORGED_OID'"
+case $(py verify "$(py eval "$WORK/carol.body" 'j["id_token"]')" "$WORK/jwks.body") in
+bad) ok "a forged id_token's signature does not verify against the JWKS" ;;
+skipped) ok "a forged id_token's signature not checked (python cryptography not installed)" ;;
+*) fail "a forged id_token's signature does not verify against the JWKS" "verified" ;;
+esac
+status=$(token carol-refresh refresh_token --data-urlencode "client_id=$CLIENT_A" \
+    --data-urlencode "refresh_token=$(py eval "$WORK/carol.body" 'j["refresh_token"]')")
+case $(py verify "$(py eval "$WORK/carol-refresh.body" 'j["id_token"]')" "$WORK/jwks.body") in
+verified | skipped) ok "the forgery was used up: the next id_token is the provider's" ;;
+*) fail "the forgery was used up: the next id_token is the provider's" "status $status" ;;
+esac
+
 # ---- stats ----
 status=$(get stats "$BASE/_test/stats")
 jtest "/_test/stats counts every request ($(sent) token, $AUTHORIZE_GETS authorize, 2 device code)" \

@@ -5,7 +5,8 @@ public import BrokerProtocol
 /// the issuer's JWKS when the provider publishes one.
 ///
 /// Without a `jwks_uri` the token is trusted on the strength of the TLS connection it came over, which Core
-/// §3.1.3.7 allows for tokens from the token endpoint.
+/// §3.1.3.7 allows for tokens from the token endpoint. So is a refresh's token that names the account the refresh
+/// was for (see `knownSubject`).
 public struct IDTokenValidator: Sendable {
     /// The clock skew allowed on `exp` and `nbf`, in seconds.
     public static let clockSkew: Int64 = 120
@@ -25,15 +26,23 @@ public struct IDTokenValidator: Sendable {
     ///
     /// `nonce` is the one sent in the authorization request (nil for tokens from a refresh or a device code),
     /// `now` the time in epoch seconds, `keys` the issuer's signing keys (nil when it publishes none).
+    ///
+    /// `knownSubject` is, for a refresh, the account whose refresh token was redeemed: its `oid`, else `sub`, as the
+    /// sign-in that made the account recorded it. A token naming that same person is not checked against `keys`:
+    /// it came straight from the token endpoint in answer to that account's refresh token, which Core §3.1.3.7
+    /// (step 6) lets the TLS connection vouch for, and the keys themselves come over the same kind of connection. It
+    /// tells the broker nothing about who the user is that it did not already know, and the signature, an RSA
+    /// verification, was a quarter of a refresh's instructions. A token naming anyone else is checked in full.
     public func validate(
         _ idToken: Secret,
         nonce: String?,
         now: Int64,
-        keys: SigningKeys?
+        keys: SigningKeys?,
+        knownSubject: String? = nil
     ) async throws(IDTokenError) -> JSONWebToken {
         let token = try JSONWebToken(compact: idToken.reveal())
-        // The signature first: nothing in a token that does not verify is worth reading.
-        if let keys { try await verifySignature(of: token, with: keys) }
+        // The signature first: nothing else in a token that does not verify is worth reading.
+        if let keys, !names(token, knownSubject) { try await verifySignature(of: token, with: keys) }
         let expectedIssuer = metadata.expectedIssuer(tenantId: token.string("tid"))
         guard let issuer = token.string("iss"), issuer == expectedIssuer else {
             throw IDTokenError("the id_token's issuer is not \(expectedIssuer)")
@@ -52,6 +61,14 @@ public struct IDTokenValidator: Sendable {
             throw IDTokenError("the id_token's nonce is not the one sent")
         }
         return token
+    }
+
+    /// Whether `token` is signed with an algorithm the broker accepts and names `subject` (`oid`, else `sub`).
+    private func names(_ token: JSONWebToken, _ subject: String?) -> Bool {
+        guard let subject, !subject.isEmpty, let algorithm = token.algorithm,
+            JSONWebKey.supportedAlgorithms.contains(algorithm)
+        else { return false }
+        return (token.string("oid") ?? token.string("sub")) == subject
     }
 
     private func verifySignature(of token: JSONWebToken, with keys: SigningKeys) async throws(IDTokenError) {
