@@ -41,7 +41,8 @@ public struct IDTokenValidator: Sendable {
         knownSubject: String? = nil
     ) async throws(IDTokenError) -> JSONWebToken {
         let token = try JSONWebToken(compact: idToken.reveal())
-        // The signature first: nothing else in a token that does not verify is worth reading.
+        // The signature first (the subject is read to know whether it is needed): nothing else in a token that does
+        // not verify is worth reading.
         if let keys, !names(token, knownSubject) { try await verifySignature(of: token, with: keys) }
         let expectedIssuer = metadata.expectedIssuer(tenantId: token.string("tid"))
         guard let issuer = token.string("iss"), issuer == expectedIssuer else {
