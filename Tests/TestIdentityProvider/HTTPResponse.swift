@@ -1,7 +1,7 @@
 import BrokerProtocol
 import NIOHTTP1
 
-/// An HTTP response to send, with an optional delay before it goes out.
+/// An HTTP response to send.
 struct HTTPResponse: Sendable {
     /// The status.
     var status: HTTPResponseStatus
@@ -11,9 +11,6 @@ struct HTTPResponse: Sendable {
 
     /// The body.
     var body: [UInt8]
-
-    /// How long the connection waits before writing this response (slow-answer simulation).
-    var delay: Duration = .zero
 
     /// Creates a response.
     init(status: HTTPResponseStatus, contentType: String, body: [UInt8]) {

@@ -8,8 +8,8 @@ import NIOSSL
 /// With a TLS context it serves HTTPS: the TLS handler goes first in each connection's pipeline, before the HTTP ones.
 ///
 /// Shape of SwiftNIO's `NIOTCPEchoServer`: an async bind, a discarding task group, one child task per connection, and
-/// each connection catches its own errors. Responses that carry a delay wait in their connection's task, never on an
-/// event loop, so a slow answer holds up nothing but its own connection.
+/// each connection catches its own errors. A handler that holds its answer back (the token endpoint's delays) waits in
+/// its connection's task, never on an event loop, so a slow answer holds up nothing but its own connection.
 struct HTTPServer: Sendable {
     /// One accepted connection, speaking decoded HTTP parts.
     typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
@@ -108,9 +108,8 @@ struct HTTPServer: Sendable {
                         } else {
                             response = await handler(HTTPRequest(head: requestHead, body: body))
                         }
-                        if response.delay > .zero {
-                            try await Task.sleep(for: response.delay)
-                        }
+                        // Shutting down while the handler waited: nothing more is written.
+                        try Task.checkCancellation()
                         Log.info("\(requestHead.method) \(pathOnly(requestHead.uri)) \(response.status.code)")
                         try await outbound.write(
                             contentsOf: parts(of: response, for: requestHead, keepAlive: keepAlive)

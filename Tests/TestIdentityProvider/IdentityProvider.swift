@@ -42,6 +42,8 @@ actor IdentityProvider {
         "refresh_token": 0,
     ]
     private var authorizeRequests = 0
+    private var delayedAnswers = 0
+    private var peakDelayedAnswers = 0
     var deviceCodeRequests = 0
 
     /// The token endpoint's answers timed at the server's edge.
@@ -127,16 +129,28 @@ actor IdentityProvider {
         return forgeries.reduce(0) { $0 + $1.remaining }
     }
 
+    /// A token answer began waiting out its delay.
+    func delayStarted() {
+        delayedAnswers += 1
+        peakDelayedAnswers = max(peakDelayedAnswers, delayedAnswers)
+    }
+
+    /// A token answer's delay is over.
+    func delayEnded() {
+        delayedAnswers -= 1
+    }
+
     /// Delays every token endpoint answer by `delay` until reset.
     func setTokenDelay(_ delay: Duration) {
         tokenDelay = delay
     }
 
-    /// Clears faults, forgeries and the delay; issued codes and tokens stay.
+    /// Clears faults, forgeries, the delay and the peak of delayed answers; issued codes and tokens stay.
     func reset() {
         faults.removeAll()
         forgeries.removeAll()
         tokenDelay = .zero
+        peakDelayedAnswers = delayedAnswers
     }
 
     /// The counters.
@@ -146,6 +160,7 @@ actor IdentityProvider {
             tokenAnswerMicroseconds: Int(tokenAnswerTime / .microseconds(1)),
             tokenServedMicroseconds: served.microseconds,
             tokenDelayMs: Int(tokenDelay / .milliseconds(1)),
+            peakDelayedAnswers: peakDelayedAnswers,
             byGrant: tokenRequestsByGrant,
             v1TokenRequests: v1TokenRequests,
             v1ByGrant: v1TokenRequestsByGrant,

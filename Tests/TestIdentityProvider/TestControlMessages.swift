@@ -53,6 +53,10 @@ struct ProviderStats: Encodable {
     /// The delay every token answer waits now (`/_test/delay`; 0 after `/_test/reset`), in milliseconds.
     let tokenDelayMs: Int
 
+    /// The most token answers (v2.0 and v1) that waited out a delay at the same time, since the start or the last
+    /// `/_test/reset`: more than one shows that delays do not hold each other up.
+    let peakDelayedAnswers: Int
+
     /// Requests to the v2.0 token endpoint by `grant_type`.
     let byGrant: [String: Int]
 

@@ -38,14 +38,22 @@ struct TokenEndpoint: Sendable {
     let version: Version
 
     /// Answers one token request; the `client-request-id` header comes back as a header and as `correlation_id`.
+    ///
+    /// A delay (`/_test/delay`, a fault's `delayMs`) is waited out here, in the connection's task, after the answer
+    /// is worked out; the provider counts the answers waiting at once.
     func handle(_ request: HTTPRequest) async -> HTTPResponse {
         let started = ContinuousClock.now
-        let response = await respond(to: request)
+        let (response, delay) = await respond(to: request)
         if version == .v2 { await provider.recordTokenAnswer(took: ContinuousClock.now - started) }
+        if delay > .zero {
+            await provider.delayStarted()
+            try? await Task.sleep(for: delay)
+            await provider.delayEnded()
+        }
         return response
     }
 
-    private func respond(to request: HTTPRequest) async -> HTTPResponse {
+    private func respond(to request: HTTPRequest) async -> (HTTPResponse, delay: Duration) {
         let now = Date()
         let correlationID = request.header("client-request-id") ?? Random.uuid()
         let form = request.form
@@ -56,11 +64,10 @@ struct TokenEndpoint: Sendable {
         } else {
             response = await answer(form, forgery: admission.forgery, correlationID: correlationID, now: now)
         }
-        response.delay = admission.delay
         response.headers.replaceOrAdd(name: "client-request-id", value: correlationID)
         response.headers.replaceOrAdd(name: "Cache-Control", value: "no-store, no-cache")
         response.headers.replaceOrAdd(name: "Pragma", value: "no-cache")
-        return response
+        return (response, admission.delay)
     }
 
     private func answer(

@@ -481,7 +481,8 @@ ELAPSED_MS=$((($(date +%s%N) - START) / 1000000))
 jtest "a status-200 fault answers normally, ${ELAPSED_MS} ms later" "$WORK/slow.body" \
     "'$status' == '400' and j['suberror'] == 'token_expired' and $ELAPSED_MS >= 700"
 
-# 50 concurrent token requests while every answer is delayed: delays must not serialize.
+# 50 concurrent token requests while every answer is delayed: delays must not serialize. The provider says how many
+# answers waited at once; how long the whole took is shown, not judged (a loaded machine starts 50 curls slowly).
 status=$(control delay '{"ms":800}')
 START=$(date +%s%N)
 CURLS=()
@@ -494,10 +495,12 @@ wait "${CURLS[@]}"
 ELAPSED_MS=$((($(date +%s%N) - START) / 1000000))
 for _ in $(seq 1 50); do echo refresh_token >>"$WORK/sent"; done
 CONCURRENT_400=$(cat "$WORK"/concurrent-*.status | grep -c '^400$')
-check "50 concurrent delayed refreshes all answered in ${ELAPSED_MS} ms" \
-    eval '[ "$CONCURRENT_400" = 50 ] && [ "$ELAPSED_MS" -ge 800 ] && [ "$ELAPSED_MS" -lt 4000 ]'
+check "50 concurrent delayed refreshes all answered, after at least the delay (${ELAPSED_MS} ms)" \
+    eval '[ "$CONCURRENT_400" = 50 ] && [ "$ELAPSED_MS" -ge 800 ]'
 status=$(get delay-stats "$BASE/_test/stats")
 jtest "/_test/stats says the delay in force" "$WORK/delay-stats.body" "'$status' == '200' and j['tokenDelayMs'] == 800"
+jtest "delayed answers waited side by side ($(py eval "$WORK/delay-stats.body" 'j["peakDelayedAnswers"]') at once)" \
+    "$WORK/delay-stats.body" "j['peakDelayedAnswers'] >= 2"
 status=$(control reset)
 # What the reset changed is read from the provider's state, not from how fast the next answer came.
 status=$(get reset-stats "$BASE/_test/stats")
