@@ -131,6 +131,8 @@ import Testing
             ("issuer", claims(["iss": "https://evil.example"]), "s-1", nil),
             ("not for client", claims(["aud": "someone-else"]), "s-1", nil),
             ("expired", claims(["exp": now - 121]), "s-1", nil),
+            ("not valid yet", claims(["nbf": now + 121]), "s-1", nil),
+            ("azp", claims(["aud": ["client-x", "other"]]), "s-1", nil),
         ]
         for (reason, claims, subject, header) in refused {
             await #expect("\(reason), \(String(describing: subject))") {

@@ -101,20 +101,30 @@ import Testing
     /// always checked, even when it names the user.
     @Test func aForgedIdTokenIsRefusedUnlessARefreshVouchesForItsAccount() async throws {
         let (provider, daemon, broker) = try await signedIn()
-        let ada = try await forcedToken(broker, provider)
+        let ada = try await forcedToken(broker, provider).account
         try await provider.control("forge-id-tokens", ["count": 1])
         let vouched = try await forcedToken(broker, provider)
         #expect(vouched.tokenSource == .identityProvider)
-        #expect(vouched.account.identifier == ada.account.identifier)
+        #expect(vouched.account.identifier == ada.identifier && vouched.account.localAccountId == ada.localAccountId)
 
-        try await provider.control("forge-id-tokens", ["count": 1, "objectId": "0000e7e7-0000-4000-8000-00000000e7e7"])
+        let forged = "0000e7e7-0000-4000-8000-00000000e7e7"
+        // The count left says the refresh above took the first forgery.
+        let queued = try await provider.control("forge-id-tokens", ["count": 1, "objectId": forged])
+        #expect(queued["count"]?.integerValue == 1, "\(queued)")
         let refused = await expectError(.serverError) { try await forced(broker, provider) }
         #expect(refused?.message.contains("id_token was refused") == true, "\(String(describing: refused))")
         #expect(refused?.message.contains("signature does not verify") == true, "\(String(describing: refused))")
         #expect(try await refreshTokenCount(broker) == 1)
+        // Nothing of the refused token was kept: the account is Ada's as her last good token said.
+        let kept = try await broker.account(forIdentifier: ada.identifier)
+        #expect(kept.localAccountId == ada.localAccountId && kept.localAccountId != forged)
+        #expect(
+            kept.accountClaims?["oid"]?.stringValue == ada.localAccountId,
+            "\(String(describing: kept.accountClaims))"
+        )
         let next = try await forcedToken(broker, provider)
         #expect(next.tokenSource == .identityProvider)
-        #expect(next.account.identifier == ada.account.identifier)
+        #expect(next.account.identifier == ada.identifier && next.account.localAccountId == ada.localAccountId)
 
         try await provider.control("forge-id-tokens", ["count": 1])
         let signIn = await expectError(.serverError) {

@@ -123,7 +123,8 @@ actor IdentityProvider {
         return faults.left
     }
 
-    /// Queues a forgery of the next v2.0 id tokens; returns how many id tokens the queued forgeries now apply to.
+    /// Queues a forgery for the next v2.0 token requests; returns how many requests the queued forgeries now apply
+    /// to.
     func queueForgery(_ forgery: IDTokenForgery) -> Int {
         forgeries.append(forgery)
         return forgeries.reduce(0) { $0 + $1.remaining }

@@ -11,8 +11,8 @@ struct FailNextRequest: Decodable {
     let delayMs: Int?
 }
 
-/// `POST /_test/forge-id-tokens`: sign the next v2.0 id tokens with a key the JWKS does not hold, naming `objectId`
-/// (as `oid` and `sub`) when given.
+/// `POST /_test/forge-id-tokens`: sign the id tokens of the next `count` v2.0 token requests with a key the JWKS does
+/// not hold, naming `objectId` (as `oid` and `sub`) when given.
 struct ForgeIDTokensRequest: Decodable {
     let count: Int?
     let objectId: String?

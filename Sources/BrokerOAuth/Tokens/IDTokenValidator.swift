@@ -27,12 +27,14 @@ public struct IDTokenValidator: Sendable {
     /// `nonce` is the one sent in the authorization request (nil for tokens from a refresh or a device code),
     /// `now` the time in epoch seconds, `keys` the issuer's signing keys (nil when it publishes none).
     ///
-    /// `knownSubject` is, for a refresh, the account whose refresh token was redeemed: its `oid`, else `sub`, as the
-    /// sign-in that made the account recorded it. A token naming that same person is not checked against `keys`:
-    /// it came straight from the token endpoint in answer to that account's refresh token, which Core §3.1.3.7
-    /// (step 6) lets the TLS connection vouch for, and the keys themselves come over the same kind of connection. It
-    /// tells the broker nothing about who the user is that it did not already know, and the signature, an RSA
-    /// verification, was a quarter of a refresh's instructions. A token naming anyone else is checked in full.
+    /// `knownSubject` is, for a refresh, the `local_account_id` of the account whose refresh token was redeemed (the
+    /// `oid`, else `sub`, that an earlier answer or an imported cache gave it). A token naming that same person
+    /// (`oid`, else `sub`) is not checked against `keys`: it came straight from the token endpoint, over the
+    /// connection that carried the account's refresh token, which Core §3.1.3.7 (step 6) lets stand in for the
+    /// signature; the keys themselves come over the same kind of connection. Its other claims (the tenant, the
+    /// username, the names) are then taken on that connection's word, as the response's unsigned `client_info`,
+    /// which places the account, always was. The signature, an RSA verification, was a quarter of a refresh's
+    /// instructions. A token naming anyone else is checked in full.
     public func validate(
         _ idToken: Secret,
         nonce: String?,
