@@ -109,8 +109,10 @@ def spread(values, form="{:.0f}"):
 
 trips = by("refresh", label="refresh")
 if trips:
-    print(f"- silent request that refreshes (one client, {len(trips)} round(s) of {trips[0]['count']} requests, "
-          f"the median of the rounds [their range]): p50 {spread([r['p50_us'] / 1000 for r in trips], '{:.2f}')} ms, "
+    rounds = (f"{len(trips)} rounds of {trips[0]['count']} requests, the median of the rounds [their range]"
+              if len(trips) > 1 else f"{trips[0]['count']} requests")
+    print(f"- silent request that refreshes (one client, {rounds}): "
+          f"p50 {spread([r['p50_us'] / 1000 for r in trips], '{:.2f}')} ms, "
           f"p90 {spread([r['p90_us'] / 1000 for r in trips], '{:.2f}')} ms, "
           f"p99 {spread([r['p99_us'] / 1000 for r in trips], '{:.2f}')} ms")
 shares = by("refresh_share", label="refresh")
