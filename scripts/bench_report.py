@@ -109,9 +109,9 @@ def spread(values, form="{:.0f}"):
 
 trips = by("refresh", label="refresh")
 if trips:
-    rounds = (f"{len(trips)} rounds of {trips[0]['count']} requests, the median of the rounds [their range]"
-              if len(trips) > 1 else f"{trips[0]['count']} requests")
-    print(f"- silent request that refreshes (one client, {rounds}): "
+    measured = (f"{len(trips)} rounds of {trips[0]['count']} requests, the median of the rounds [their range]"
+                if len(trips) > 1 else f"{trips[0]['count']} requests")
+    print(f"- silent request that refreshes (one client, {measured}): "
           f"p50 {spread([r['p50_us'] / 1000 for r in trips], '{:.2f}')} ms, "
           f"p90 {spread([r['p90_us'] / 1000 for r in trips], '{:.2f}')} ms, "
           f"p99 {spread([r['p99_us'] / 1000 for r in trips], '{:.2f}')} ms")
@@ -127,15 +127,16 @@ if shares:
           f"{spread([r['provider_endpoint_us'] for r in shares])} µs, so that the provider's HTTP server counted as the "
           f"broker's): {spread([r['broker_with_provider_http_p50_us'] for r in shares])} µs")
 if floors:
-    rounds = list(floors.values())
+    floor_rounds = list(floors.values())
     ratios = [r["broker_mean_us"] / max(1, floors[r.get("round")]["broker_mean_us"]) for r in shares
               if r.get("round") in floors]
     ratio = f"; the broker's mean share is {spread(ratios, '{:.1f}')}× the floor's, round by round" if ratios else ""
     print(f"- the floor of that share (a C server making the same grant over one kept-alive connection, no checks, no "
           f"cache, no disk; same provider; in rounds alternating with the broker's): mean "
-          f"{spread([r['broker_mean_us'] for r in rounds])} µs (p50 {spread([r['broker_p50_us'] for r in rounds])}, "
-          f"p90 {spread([r['broker_p90_us'] for r in rounds])} µs), against a provider answer of "
-          f"{spread([r['provider_us'] for r in rounds])} µs{ratio}")
+          f"{spread([r['broker_mean_us'] for r in floor_rounds])} µs "
+          f"(p50 {spread([r['broker_p50_us'] for r in floor_rounds])}, "
+          f"p90 {spread([r['broker_p90_us'] for r in floor_rounds])} µs), against a provider answer of "
+          f"{spread([r['provider_us'] for r in floor_rounds])} µs{ratio}")
 for r in by("single_flight"):
     print(f"- {r['callers']} simultaneous callers needing one refresh, all answered in: p50 {r['p50_us'] / 1000:.2f} ms, "
           f"p90 {r['p90_us'] / 1000:.2f} ms, worst {r['p99_us'] / 1000:.2f} ms ({r['rounds']} rounds)")

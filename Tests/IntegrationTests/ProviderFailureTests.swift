@@ -33,6 +33,12 @@ import Testing
             "ada",
             command: [try EntraTestProvider.browser(signingIn: "ada@contoso.example", in: directory)]
         )
+        try await signIn(broker, provider)
+        return (provider, daemon, broker)
+    }
+
+    /// Ada signs in interactively, through the daemon's `ada` browser profile.
+    func signIn(_ broker: Broker, _ provider: EntraTestProvider) async throws {
         _ = try await broker.acquireToken(
             InteractiveRequest(
                 clientId: client,
@@ -42,7 +48,6 @@ import Testing
                 browserProfile: "ada"
             )
         ) { _ in }
-        return (provider, daemon, broker)
     }
 
     func silent(
@@ -127,18 +132,11 @@ import Testing
         #expect(next.account.identifier == ada.identifier && next.account.localAccountId == ada.localAccountId)
 
         try await provider.control("forge-id-tokens", ["count": 1])
-        let signIn = await expectError(.serverError) {
-            _ = try await broker.acquireToken(
-                InteractiveRequest(
-                    clientId: client,
-                    scopes: [scope],
-                    authority: provider.authority,
-                    webviewType: .customBrowser,
-                    browserProfile: "ada"
-                )
-            ) { _ in }
-        }
-        #expect(signIn?.message.contains("signature does not verify") == true, "\(String(describing: signIn))")
+        let forgedSignIn = await expectError(.serverError) { try await signIn(broker, provider) }
+        #expect(
+            forgedSignIn?.message.contains("signature does not verify") == true,
+            "\(String(describing: forgedSignIn))"
+        )
         try await stop(provider, daemon, broker)
     }
 

@@ -45,7 +45,12 @@ public struct IDTokenValidator: Sendable {
         let token = try JSONWebToken(compact: idToken.reveal())
         // The signature first (the subject is read to know whether it is needed): nothing else in a token that does
         // not verify is worth reading.
-        if let keys, !names(token, knownSubject) { try await verifySignature(of: token, with: keys) }
+        if let keys {
+            guard let algorithm = token.algorithm, JSONWebKey.supportedAlgorithms.contains(algorithm) else {
+                throw IDTokenError("the id_token's algorithm \(token.algorithm ?? "(none)") is not accepted")
+            }
+            if !names(token, knownSubject) { try await verifySignature(of: token, algorithm: algorithm, with: keys) }
+        }
         let expectedIssuer = metadata.expectedIssuer(tenantId: token.string("tid"))
         guard let issuer = token.string("iss"), issuer == expectedIssuer else {
             throw IDTokenError("the id_token's issuer is not \(expectedIssuer)")
@@ -66,18 +71,17 @@ public struct IDTokenValidator: Sendable {
         return token
     }
 
-    /// Whether `token` is signed with an algorithm the broker accepts and names `subject` (`oid`, else `sub`).
+    /// Whether `token` names `subject` (`oid`, else `sub`).
     private func names(_ token: JSONWebToken, _ subject: String?) -> Bool {
-        guard let subject, !subject.isEmpty, let algorithm = token.algorithm,
-            JSONWebKey.supportedAlgorithms.contains(algorithm)
-        else { return false }
+        guard let subject, !subject.isEmpty else { return false }
         return (token.string("oid") ?? token.string("sub")) == subject
     }
 
-    private func verifySignature(of token: JSONWebToken, with keys: SigningKeys) async throws(IDTokenError) {
-        guard let algorithm = token.algorithm, JSONWebKey.supportedAlgorithms.contains(algorithm) else {
-            throw IDTokenError("the id_token's algorithm \(token.algorithm ?? "(none)") is not accepted")
-        }
+    private func verifySignature(
+        of token: JSONWebToken,
+        algorithm: String,
+        with keys: SigningKeys
+    ) async throws(IDTokenError) {
         let candidates = try await keys.keys(for: token.keyId, algorithm: algorithm)
         guard !candidates.isEmpty else {
             throw IDTokenError("no key of the issuer's JWKS matches the id_token (kid \(token.keyId ?? "none"))")
