@@ -173,8 +173,9 @@ public final class TokenCache: Sendable {
             }
             for entry in changes.upserts {
                 guard case .accessToken(let token) = entry else { continue }
-                secrets[token.id] = token.secret.isEmpty ? nil : token.secret
-                recent.unwritten[token.id] = unwritten ? (token.secret, generation) : nil
+                let id = token.id
+                secrets[id] = token.secret.isEmpty ? nil : token.secret
+                recent.unwritten[id] = unwritten ? (token.secret, generation) : nil
             }
             if secrets.count > RecentSecrets.capacity { secrets = [:] }
             recent.generation = generation

@@ -19,6 +19,8 @@ struct IssuedTokens {
     let changes: CacheChanges
     let account: AccountEntry
     let accessToken: AccessToken
+    /// The access token's scopes, as its target holds them.
+    let grantedScopes: [String]
     let idToken: IdToken?
 
     /// Builds the entries: one builder per kind, each from where the answer places the account.
@@ -83,6 +85,7 @@ struct IssuedTokens {
         )
         self.account = account
         self.accessToken = accessToken
+        self.grantedScopes = granted.storedScopes
         self.idToken = idToken
     }
 
@@ -291,7 +294,7 @@ extension TokenBroker {
                 expiresOn: token.expiresOn * 1000,
                 extendedExpiresOn: token.extendedExpiresOn.map { $0 * 1000 },
                 refreshOn: token.refreshOn.map { $0 * 1000 },
-                grantedScopes: token.scopes.scopes,
+                grantedScopes: issued.grantedScopes,
                 idToken: issued.idToken?.secret ?? idToken?.token.secret,
                 clientInfo: clientInfo ?? contents.clientInfo(of: account),
                 account: contents.wireAccount(account, idToken: idToken),

@@ -59,6 +59,18 @@ struct ScopeSetTests {
         #expect(ScopeSet(target: "").scopes.isEmpty)
         #expect(ScopeSet(target: " \t\n").scopes.isEmpty)
     }
+
+    /// What a token stored under a set's target holds is what parsing that target gives, separators in scopes and
+    /// duplicates differing in case included.
+    @Test(arguments: [
+        ["User.Read", "openid", "user.read", "Mail.Read"], ["b", "A", "a", "B", "c"], [], ["", "x"],
+        ["has space", "Mail.Read"], ["tab\there", "a"], ["line\nfeed"], ["api://é/Files.Read\u{A0}x", "Z"],
+        ["offline_access", "profile", "openid"],
+    ])
+    func storedScopesAreTheTargetsParse(scopes: [String]) {
+        let set = ScopeSet(scopes)
+        #expect(set.storedScopes == ScopeSet(target: set.target).scopes)
+    }
 }
 
 struct FreshnessTests {
