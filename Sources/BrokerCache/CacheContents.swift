@@ -26,8 +26,8 @@ public struct CacheContents: Sendable {
     /// parsed from the latter: one copy each, however many tokens hold it.
     private var sharedStrings = SharedValues<String>()
     private var sharedScopes = SharedValues<ScopeSet>()
-    /// Where the contents leave access tokens' secrets in the store: each such token's key, with its secret's hash
-    /// (this process's `Hasher`), to find the token an app hands back (`discardAccessToken`) without reading them all.
+    /// Where the contents leave access tokens' secrets in the store: each such token's key, with its secret's
+    /// ``secretFilter(_:)``, to find the token an app hands back (`discardAccessToken`) without reading them all.
     private var storedSecretHashes: [String: Int] = [:]
 
     /// Whether access tokens are kept without their secrets (an empty ``Secret``), which stay in the store: they are
@@ -49,7 +49,7 @@ public struct CacheContents: Sendable {
     /// Applies deletions, then upserts.
     public mutating func apply(_ changes: CacheChanges) {
         for id in changes.deletions { remove(id) }
-        for entry in changes.upserts { insert(entry, knownClaims: changes.idTokenClaims) }
+        for (entry, id) in changes.identifiedUpserts { insert(entry, id: id, knownClaims: changes.idTokenClaims) }
     }
 
     /// Looks an entry up by id.
@@ -98,13 +98,42 @@ public struct CacheContents: Sendable {
         realm: String,
         environments: Set<String>
     ) -> [(token: AccessToken, scopes: ScopeSet)] {
+        accessTokens(homeAccountId: homeAccountId, clientId: clientId, realm: realm, environments: environments) {
+            _,
+            token,
+            scopes in (token, scopes)
+        }
+    }
+
+    /// The ids of the tokens ``accessTokens(homeAccountId:clientId:realm:environments:)`` finds, with their scopes,
+    /// from the index's keys (not built again from each token's fields).
+    public func accessTokenIDs(
+        homeAccountId: String,
+        clientId: String,
+        realm: String,
+        environments: Set<String>
+    ) -> [(id: EntryID, scopes: ScopeSet)] {
+        accessTokens(homeAccountId: homeAccountId, clientId: clientId, realm: realm, environments: environments) {
+            key,
+            _,
+            scopes in (EntryID(section: .accessToken, key: key), scopes)
+        }
+    }
+
+    private func accessTokens<Found>(
+        homeAccountId: String,
+        clientId: String,
+        realm: String,
+        environments: Set<String>,
+        _ found: (_ key: String, _ token: AccessToken, _ scopes: ScopeSet) -> Found
+    ) -> [Found] {
         let scope = CredentialScope(homeAccountId: homeAccountId, clientId: clientId, realm: realm)
         guard let keys = accessTokenIndex[scope] else { return [] }
         return keys.compactMap { key in
             guard let token = accessTokens[key], environments.contains(token.environment.lowercasedSharingStorage),
                 let scopes = accessTokenScopes[key]
             else { return nil }
-            return (token, scopes)
+            return found(key, token, scopes)
         }
     }
 
@@ -113,7 +142,7 @@ public struct CacheContents: Sendable {
     public func accessTokens(holding secret: Secret) -> [AccessToken] {
         var found = accessTokens.values.filter { !$0.secret.isEmpty && $0.secret == secret }
         guard !storedSecretHashes.isEmpty else { return found }
-        let hash = secret.hashValue
+        let hash = Self.secretFilter(secret)
         for (key, stored) in storedSecretHashes where stored == hash {
             if let token = accessTokens[key] { found.append(token) }
         }
@@ -122,8 +151,20 @@ public struct CacheContents: Sendable {
 
     /// The refresh tokens of an account in any of `environments`: its apps' own and its family's.
     public func refreshTokens(homeAccountId: String, environments: Set<String>) -> [RefreshToken] {
-        (refreshTokenIndex[homeAccountId.lowercasedSharingStorage] ?? []).compactMap { refreshTokens[$0] }
-            .filter { environments.contains($0.environment.lowercasedSharingStorage) }
+        identifiedRefreshTokens(homeAccountId: homeAccountId, environments: environments).map(\.token)
+    }
+
+    /// ``refreshTokens(homeAccountId:environments:)`` with their ids, from the index's keys (not built again from
+    /// each token's fields).
+    public func identifiedRefreshTokens(
+        homeAccountId: String,
+        environments: Set<String>
+    ) -> [(id: EntryID, token: RefreshToken)] {
+        (refreshTokenIndex[homeAccountId.lowercasedSharingStorage] ?? []).compactMap { key in
+            guard let token = refreshTokens[key], environments.contains(token.environment.lowercasedSharingStorage)
+            else { return nil }
+            return (EntryID(section: .refreshToken, key: key), token)
+        }
     }
 
     /// The id token of an account for a client and tenant, with its claims.
@@ -203,9 +244,8 @@ public struct CacheContents: Sendable {
     /// index, which stay as they are. Otherwise the new values are held before the replaced entry lets go of its
     /// own, so that values both hold are not dropped and made again.
     ///
-    /// `knownClaims` are id tokens' claims that the caller decoded already, by entry key.
-    mutating func insert(_ entry: CacheEntry, knownClaims: [String: [String: JSONValue]] = [:]) {
-        let id = entry.id
+    /// `id` is the entry's; `knownClaims` are id tokens' claims that the caller decoded already, by entry key.
+    mutating func insert(_ entry: CacheEntry, id: EntryID, knownClaims: [String: [String: JSONValue]] = [:]) {
         let key = id.key
         switch entry {
         case .accessToken(var token):
@@ -287,10 +327,25 @@ public struct CacheContents: Sendable {
     private mutating func keep(_ token: AccessToken, key: String) {
         var token = token
         if leavesAccessTokenSecretsInStore {
-            storedSecretHashes[key] = token.secret.hashValue
+            storedSecretHashes[key] = Self.secretFilter(token.secret)
             token.secret = Secret("")
         }
         accessTokens[key] = token
+    }
+
+    /// What finds the tokens that may hold a secret: this process's `Hasher` over its length and its last 64 bytes.
+    ///
+    /// A filter, not an identity: every token it finds is read and compared whole (``accessTokens(holding:)``). The
+    /// end of a token is where tokens differ (a JWT's signature), and hashing all of it, 1.5 KB, cost each refresh
+    /// 10,000 instructions (callgrind).
+    private static func secretFilter(_ secret: Secret) -> Int {
+        var value = secret.reveal()
+        return value.withUTF8 { bytes in
+            var hasher = Hasher()
+            hasher.combine(bytes.count)
+            hasher.combine(bytes: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: bytes.suffix(64))))
+            return hasher.finalize()
+        }
     }
 
     /// Whether `new` holds the same bytes as `old` in the account, environment and client id.

@@ -171,9 +171,8 @@ public final class TokenCache: Sendable {
                 secrets[id] = nil
                 recent.unwritten[id] = nil
             }
-            for entry in changes.upserts {
+            for (entry, id) in changes.identifiedUpserts {
                 guard case .accessToken(let token) = entry else { continue }
-                let id = token.id
                 secrets[id] = token.secret.isEmpty ? nil : token.secret
                 recent.unwritten[id] = unwritten ? (token.secret, generation) : nil
             }

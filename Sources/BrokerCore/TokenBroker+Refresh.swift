@@ -233,7 +233,7 @@ extension TokenBroker {
             })
         else { return }
         let changes = CacheChanges(
-            upserts: issued.changes.upserts.filter { $0.id.section == .refreshToken },
+            identified: issued.changes.identifiedUpserts.filter { $0.1.section == .refreshToken }.map { ($0, $1) },
             deletions: issued.changes.deletions.filter { $0.section == .refreshToken }
         )
         do {

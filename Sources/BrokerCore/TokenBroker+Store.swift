@@ -36,14 +36,20 @@ struct IssuedTokens {
         now: Int64
     ) throws(BrokerFailure) {
         let place = try Placement(response, context: context, claims: claims)
-        var upserts: [CacheEntry] = []
+        // With their ids, worked out here once (CacheChanges.upsertIDs).
+        var upserts: [(entry: CacheEntry, id: EntryID)] = []
         var deletions: [EntryID] = []
 
-        let (account, accountChanged) = Self.account(at: place, response: response, claims: claims, in: contents)
-        if accountChanged { upserts.append(.account(account)) }
+        let (account, accountID, accountChanged) = Self.account(
+            at: place,
+            response: response,
+            claims: claims,
+            in: contents
+        )
+        if accountChanged { upserts.append((.account(account), accountID)) }
 
         let granted = response.scope.map { ScopeSet(target: $0) } ?? context.requestedScopes
-        let (accessToken, replacedAccessTokens) = Self.accessToken(
+        let (accessToken, accessTokenID, replacedAccessTokens) = Self.accessToken(
             at: place,
             response: response,
             granted: granted,
@@ -52,9 +58,9 @@ struct IssuedTokens {
             now: now
         )
         deletions += replacedAccessTokens
-        upserts.append(.accessToken(accessToken))
+        upserts.append((.accessToken(accessToken), accessTokenID))
 
-        if let (refreshToken, replaced) = Self.refreshToken(
+        if let (refreshToken, refreshTokenID, replaced) = Self.refreshToken(
             at: place,
             response: response,
             granted: granted,
@@ -64,24 +70,26 @@ struct IssuedTokens {
             now: now
         ) {
             deletions += replaced
-            upserts.append(.refreshToken(refreshToken))
+            upserts.append((.refreshToken(refreshToken), refreshTokenID))
         }
 
         // The id token, as it came (its claims were checked).
         let idToken = claims == nil ? nil : Self.idToken(at: place, response: response, clientId: context.clientId)
-        if let idToken { upserts.append(.idToken(idToken)) }
+        let idTokenID = idToken?.id
+        if let idToken, let idTokenID { upserts.append((.idToken(idToken), idTokenID)) }
 
         // The app's metadata: seen, and in the family only when the provider said so.
-        upserts.append(
-            .appMetadata(
-                AppMetadata(clientId: context.clientId, environment: place.environment, familyId: response.familyId)
-            )
+        let metadata = AppMetadata(
+            clientId: context.clientId,
+            environment: place.environment,
+            familyId: response.familyId
         )
+        upserts.append((.appMetadata(metadata), metadata.id))
 
         changes = CacheChanges(
-            upserts: upserts,
+            identified: upserts,
             deletions: deletions,
-            idTokenClaims: idToken.flatMap { token in claims.map { [token.id.key: $0] } } ?? [:]
+            idTokenClaims: idTokenID.flatMap { id in claims.map { [id.key: $0] } } ?? [:]
         )
         self.account = account
         self.accessToken = accessToken
@@ -143,27 +151,29 @@ struct IssuedTokens {
         }
     }
 
-    /// The account: refreshed from the id_token when one came, else kept as it is; true when it must be written.
+    /// The account and its id: refreshed from the id_token when one came, else kept as it is; true when it must be
+    /// written.
     private static func account(
         at place: Placement,
         response: TokenResponse,
         claims: [String: JSONValue]?,
         in contents: borrowing CacheContents
-    ) -> (AccountEntry, changed: Bool) {
-        let key = AccountEntry(
+    ) -> (AccountEntry, id: EntryID, changed: Bool) {
+        // Placed here, the account is keyed by where it is placed, whatever else it holds.
+        let id = AccountEntry(
             homeAccountId: place.homeAccountId,
             environment: place.environment,
             realm: place.realm,
             localAccountId: "",
             username: ""
-        ).id.key
-        let previous = contents.accounts[key]
+        ).id
+        let previous = contents.accounts[id.key]
         guard let claims else {
-            if let previous { return (previous, false) }
+            if let previous { return (previous, id, false) }
             var account = place.existing ?? place.newAccount(localAccountId: place.clientInfo?.uid ?? "")
             account.environment = place.environment
             account.realm = place.realm
-            return (account, true)
+            return (account, id, true)
         }
         var account = previous ?? place.newAccount(localAccountId: "")
         account.localAccountId =
@@ -175,7 +185,7 @@ struct IssuedTokens {
         account.givenName = claims["given_name"]?.stringValue ?? account.givenName
         account.familyName = claims["family_name"]?.stringValue ?? account.familyName
         if let encoded = response.clientInfo { account.clientInfo = encoded }
-        return (account, true)
+        return (account, id, true)
     }
 
     /// The access token, and the app's tokens it replaces: those whose scopes overlap (MSAL does the same).
@@ -186,7 +196,7 @@ struct IssuedTokens {
         context: IssueContext,
         in contents: borrowing CacheContents,
         now: Int64
-    ) -> (AccessToken, replaced: [EntryID]) {
+    ) -> (AccessToken, id: EntryID, replaced: [EntryID]) {
         let refreshIn = response.refreshIn ?? (response.expiresIn > 7200 ? response.expiresIn / 2 : nil)
         let token = AccessToken(
             homeAccountId: place.homeAccountId,
@@ -202,13 +212,13 @@ struct IssuedTokens {
             refreshOn: refreshIn.map { now + $0 }
         )
         let id = token.id
-        let replaced = contents.accessTokens(
+        let replaced = contents.accessTokenIDs(
             homeAccountId: place.homeAccountId,
             clientId: context.clientId,
             realm: place.realm,
             environments: place.authority.environmentAliases
-        ).lazy.filter { _, scopes in scopes.overlaps(granted) }.map(\.token.id).filter { $0 != id }
-        return (token, Array(replaced))
+        ).lazy.filter { old, scopes in old != id && scopes.overlaps(granted) }.map(\.id)
+        return (token, id, Array(replaced))
     }
 
     /// The refresh token, when one came, and those it replaces: one per app and account; the redeemed one goes when
@@ -221,7 +231,7 @@ struct IssuedTokens {
         redeemed: RefreshToken?,
         in contents: borrowing CacheContents,
         now: Int64
-    ) -> (RefreshToken, replaced: [EntryID])? {
+    ) -> (RefreshToken, id: EntryID, replaced: [EntryID])? {
         guard let secret = response.refreshToken else { return nil }
         // The grant's scopes: kept across refreshes (a refresh does not widen or narrow the grant), set by a
         // sign-in. Generic providers refuse a refresh that asks for more than the grant had. A multi-resource
@@ -242,13 +252,13 @@ struct IssuedTokens {
         let id = token.id
         let redeemedId = redeemed?.id
         let clientId = context.clientId.lowercased()
-        let replaced = contents.refreshTokens(
+        let replaced = contents.identifiedRefreshTokens(
             homeAccountId: place.homeAccountId,
             environments: place.authority.environmentAliases
-        ).lazy.map { old in (id: old.id, clientId: old.clientId) }.filter { old in
-            old.id != id && (old.clientId.lowercased() == clientId || old.id == redeemedId)
+        ).lazy.filter { old in
+            old.id != id && (old.token.clientId.lowercased() == clientId || old.id == redeemedId)
         }.map(\.id)
-        return (token, Array(replaced))
+        return (token, id, Array(replaced))
     }
 
     /// The id token, when one came.

@@ -21,6 +21,36 @@ struct CacheContentsTests {
         #expect(contents.accounts(username: "nobody@contoso.com").isEmpty)
     }
 
+    /// Where the secrets stay in the store, a token handed back finds the tokens whose secrets end as it does (its
+    /// length and last 64 bytes): candidates, each read and compared whole by the broker; one that ends otherwise
+    /// finds none.
+    @Test func tokensLeftInTheStoreAreFoundByTheirSecretsEnds() {
+        let tail = String(repeating: "t", count: 100)
+        func token(_ target: String, _ secret: String) -> AccessToken {
+            AccessToken(
+                homeAccountId: "uid.utid",
+                environment: "login.microsoftonline.com",
+                clientId: "client",
+                realm: "utid",
+                target: target,
+                secret: Secret(secret),
+                cachedAt: 1,
+                expiresOn: 2
+            )
+        }
+        let first = token("api://one/Read", "a" + tail)
+        let lookalike = token("api://two/Read", "b" + tail)
+        let other = token("api://three/Read", "a" + tail.dropLast() + "u")
+        let contents = CacheContents(
+            [.accessToken(first), .accessToken(lookalike), .accessToken(other)],
+            leavingAccessTokenSecretsInStore: true
+        )
+        #expect(Set(contents.accessTokens(holding: Secret("a" + tail)).map(\.id)) == [first.id, lookalike.id])
+        #expect(contents.accessTokens(holding: Secret("a" + tail.dropLast() + "u")).map(\.id) == [other.id])
+        #expect(contents.accessTokens(holding: Secret(tail)).isEmpty)
+        #expect(contents.accessTokens(holding: Secret("a" + tail + "t")).isEmpty)
+    }
+
     /// Access tokens are found by account, client and realm in any alias of the environment; id tokens carry
     /// their decoded claims.
     @Test func findsTokensAndClaims() throws {

@@ -240,6 +240,14 @@ struct GrantTests {
         let fixture = try await BrokerFixture()
         let token = try await fixture.silent().accessToken
         let before = fixture.broker.cacheCounts.accessTokens
+        // One that ends as the cached one does (its length and last 64 bytes, which find the candidates) is not it.
+        let lookalike = Secret((token.reveal().first == "x" ? "y" : "x") + token.reveal().dropFirst())
+        let none = try await fixture.broker.discardAccessToken(
+            DiscardAccessTokenParams(accessToken: lookalike),
+            caller: fixture.caller
+        )
+        #expect(!none.discarded)
+        #expect(fixture.broker.cacheCounts.accessTokens == before)
         let first = try await fixture.broker.discardAccessToken(
             DiscardAccessTokenParams(accessToken: token),
             caller: fixture.caller

@@ -27,7 +27,7 @@ public struct CacheImport: Sendable {
                 self.skipped.append(SkippedEntry(entry: id.description, reason: reason))
                 continue
             }
-            changes.upserts.append(Self.merged(entry, existing: contents.entry(id)))
+            changes.upsert(Self.merged(entry, existing: contents.entry(id)))
             count(entry)
         }
     }

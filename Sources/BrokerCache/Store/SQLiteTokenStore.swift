@@ -141,7 +141,8 @@ public final class SQLiteTokenStore: TokenStore {
                     guard self.sealer.rowID(section: sectionName, key: stored.key) == rowID else {
                         throw CacheError(.corrupt, "an entry's key does not match its row")
                     }
-                    contents.insert(try CacheEntry(section: section, key: stored.key, value: stored.value))
+                    let entry = try CacheEntry(section: section, key: stored.key, value: stored.value)
+                    contents.insert(entry, id: entry.id)
                 } catch {
                     damaged.append((EntryID(section: section, key: "row \(rowID)"), String(describing: error)))
                 }
@@ -184,8 +185,7 @@ public final class SQLiteTokenStore: TokenStore {
         guard !changes.isEmpty else { return }
         let now = clock.nowSeconds
         try changes.checkStorable()
-        let sealed = try changes.upserts.map { entry in
-            let id = entry.id
+        let sealed = try changes.identifiedUpserts.map { entry, id in
             let rowID = sealer.rowID(section: id.section.name, key: id.key)
             let plaintext = Data(try encoder.encode(StoredBody(key: id.key, value: entry.value)))
             let body = try sealer.seal(plaintext, context: Self.context(section: id.section.name, rowID: rowID))
