@@ -98,11 +98,12 @@ public struct CacheContents: Sendable {
         realm: String,
         environments: Set<String>
     ) -> [(token: AccessToken, scopes: ScopeSet)] {
-        accessTokens(homeAccountId: homeAccountId, clientId: clientId, realm: realm, environments: environments) {
-            _,
-            token,
-            scopes in (token, scopes)
-        }
+        accessTokens(
+            homeAccountId: homeAccountId,
+            clientId: clientId,
+            realm: realm,
+            environments: environments
+        ) { _, token, scopes in (token, scopes) }
     }
 
     /// The ids of the tokens ``accessTokens(homeAccountId:clientId:realm:environments:)`` finds, with their scopes,
@@ -113,11 +114,12 @@ public struct CacheContents: Sendable {
         realm: String,
         environments: Set<String>
     ) -> [(id: EntryID, scopes: ScopeSet)] {
-        accessTokens(homeAccountId: homeAccountId, clientId: clientId, realm: realm, environments: environments) {
-            key,
-            _,
-            scopes in (EntryID(section: .accessToken, key: key), scopes)
-        }
+        accessTokens(
+            homeAccountId: homeAccountId,
+            clientId: clientId,
+            realm: realm,
+            environments: environments
+        ) { key, _, scopes in (EntryID(section: .accessToken, key: key), scopes) }
     }
 
     private func accessTokens<Found>(
