@@ -233,7 +233,8 @@ extension TokenBroker {
             })
         else { return }
         let changes = CacheChanges(
-            identified: issued.changes.identifiedUpserts.filter { $0.1.section == .refreshToken }.map { ($0, $1) },
+            identified: issued.changes.identifiedUpserts.filter { _, id in id.section == .refreshToken }
+                .map { entry, id in (entry, id) },
             deletions: issued.changes.deletions.filter { $0.section == .refreshToken }
         )
         do {
