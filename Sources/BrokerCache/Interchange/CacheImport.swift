@@ -21,13 +21,14 @@ public struct CacheImport: Sendable {
                 self.skipped.append(SkippedEntry(entry: id.description, reason: "a second entry with the same key"))
                 continue
             }
-            if let reason = Self.reasonToSkip(entry, existing: contents.entry(id), now: now)
+            let existing = contents.entry(id)
+            if let reason = Self.reasonToSkip(entry, existing: existing, now: now)
                 ?? Self.newerRefreshToken(than: entry, in: contents)
             {
                 self.skipped.append(SkippedEntry(entry: id.description, reason: reason))
                 continue
             }
-            changes.upsert(Self.merged(entry, existing: contents.entry(id)))
+            changes.upsert(Self.merged(entry, existing: existing), id: id)
             count(entry)
         }
     }

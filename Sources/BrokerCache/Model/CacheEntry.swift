@@ -95,10 +95,11 @@ public struct CacheChanges: Sendable, Hashable {
         zip(upserts, upsertIDs)
     }
 
-    /// Adds an entry to insert or replace.
-    public mutating func upsert(_ entry: CacheEntry) {
+    /// Adds an entry to insert or replace, with its id (debug builds check it).
+    public mutating func upsert(_ entry: CacheEntry, id: EntryID) {
+        assert(entry.id == id, "an upsert's id is not its entry's")
         upserts.append(entry)
-        upsertIDs.append(entry.id)
+        upsertIDs.append(id)
     }
 
     /// Whether there is nothing to write.
