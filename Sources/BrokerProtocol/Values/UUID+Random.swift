@@ -10,7 +10,8 @@ import Darwin
 #endif
 
 extension UUID {
-    /// A random (version 4) UUID from the C library's `arc4random_buf`, which needs no system call for each id.
+    /// A random (version 4) UUID from the C library's `arc4random_buf`: one system call for each id (glibc 2.36,
+    /// Debian 12's, calls `getrandom` every time: about 0.6 µs).
     ///
     /// Foundation's `UUID()` opens, reads and closes `/dev/urandom` for every id: three system calls on the event
     /// loop for each request that brings no correlation id of its own (4–5 µs of a 12 µs cached answer).
