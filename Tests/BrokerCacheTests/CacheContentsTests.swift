@@ -21,6 +21,24 @@ struct CacheContentsTests {
         #expect(contents.accounts(username: "nobody@contoso.com").isEmpty)
     }
 
+    /// An app's metadata is found in the first of the environments, in sorted order, that has it; none when no
+    /// environment has it, or when it belongs to another app.
+    @Test func findsAppMetadataInTheFirstEnvironmentThatHasIt() {
+        let contents = CacheContents([
+            .appMetadata(AppMetadata(clientId: "app", environment: "login.windows.net", familyId: nil)),
+            .appMetadata(AppMetadata(clientId: "app", environment: "login.microsoftonline.com", familyId: "1")),
+            .appMetadata(AppMetadata(clientId: "other", environment: "login.microsoft.com", familyId: "1")),
+        ])
+        let aliases: Set = ["login.windows.net", "login.microsoftonline.com", "login.microsoft.com"]
+        #expect(
+            contents.appMetadata(clientId: "app", environments: aliases)?.environment == "login.microsoftonline.com"
+        )
+        #expect(contents.appMetadata(clientId: "app", environments: ["login.windows.net"])?.familyId == nil)
+        #expect(contents.appMetadata(clientId: "app", environments: ["login.windows.net"]) != nil)
+        #expect(contents.appMetadata(clientId: "app", environments: ["login.microsoft.com"]) == nil)
+        #expect(contents.appMetadata(clientId: "app", environments: []) == nil)
+    }
+
     /// Where the secrets stay in the store, a token handed back finds the tokens whose secrets end as it does (its
     /// length and last 64 bytes): candidates, each read and compared whole by the broker; one that ends otherwise
     /// finds none.
