@@ -86,6 +86,16 @@ let cliReleaseLinkFlags = [
     "-Xlinker", "--script=\(daemonSources)/private-functions.ld",
 ]
 
+// libFuzzer (scripts/fuzz.sh sets TOKENBROKER_FUZZING=1): the modules whose code the fuzzer drives (the request
+// decoder, the cache import, the framer) are compiled with its coverage and AddressSanitizer, in the debug build's own
+// tree. The dependencies keep the objects `swift build` made there: instrumenting them too meant building every one of
+// them a second time, ten minutes of a CI run. `swift build` without the variable compiles the three again as before.
+let fuzzing = ProcessInfo.processInfo.environment["TOKENBROKER_FUZZING"] == "1"
+let fuzzed: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
+// The harness's own entry point is libFuzzer's driver (Tests/Fuzz/Fuzz.swift).
+let fuzzHarness: [SwiftSetting] =
+    fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address", "-parse-as-library"]), .define("TOKENBROKER_FUZZING")] : []
+
 let package = Package(
     name: "TokenBroker",
     platforms: [.macOS(.v15)],  // Linux is the target; this only keeps Duration/Clock available on macOS.
@@ -109,7 +119,7 @@ let package = Package(
     ],
     targets: [
         // The wire contract: JSON-RPC envelope, params and results, error codes, limits. Foundation only.
-        .target(name: "BrokerProtocol", swiftSettings: swiftSettings),
+        .target(name: "BrokerProtocol", swiftSettings: swiftSettings + fuzzed),
         // The one clock every time-dependent part takes (wall time, monotonic time, sleeping). Foundation only.
         .target(name: "BrokerTime", swiftSettings: swiftSettings),
         // The user's configuration file (tokenbrokerd.conf), which the daemon reads and the CLI adds browser profiles
@@ -127,7 +137,7 @@ let package = Package(
             dependencies: [
                 "BrokerProtocol", "BrokerTime", "CLinuxSupport", "CKeyStores", "CArgon2", grdb, crypto, logging,
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings + fuzzed
         ),
         // The OAuth/OIDC client side: authorities, discovery, grants, id_token checks, loopback redirect, browsers.
         .target(
@@ -199,7 +209,7 @@ let package = Package(
                 "BrokerCore", "BrokerProtocol", "BrokerTime", "CLinuxSupport", nioCore, nioPosix, logging,
                 serviceLifecycle,
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings + fuzzed
         ),
         // Thin executables: configuration and wiring only.
         .executableTarget(
@@ -249,7 +259,8 @@ let package = Package(
             path: "Tests/Fuzz",
             // Inputs that once broke an invariant, replayed by every run (scripts/fuzz.sh).
             exclude: ["regressions"],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings + fuzzHarness,
+            linkerSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address", "-use-ld=lld"])] : []
         ),
         // Test-only helpers: temporary directories, starting the built daemon, cache fixtures.
         .target(

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Fuzzes what a client's bytes reach first (the framer, the request decoder, the MSAL and ADAL cache import) with
-# libFuzzer: builds Tests/Fuzz with -sanitize=fuzzer,address in .build-fuzz, seeds a corpus from the protocol's
-# example transcripts and Tests/Fuzz/regressions, and runs for FUZZ_SECONDS (default 60). Prints libFuzzer's final
-# statistics; a crash or a broken invariant exits non-zero and leaves the input in .build-fuzz/crash-* (add it to
-# Tests/Fuzz/regressions with the fix).
+# libFuzzer: builds Tests/Fuzz in the debug build's tree with TOKENBROKER_FUZZING=1, which compiles the modules under
+# test with -sanitize=fuzzer,address and keeps the dependencies as `swift build` made them (Package.swift); seeds a
+# corpus from the protocol's example transcripts and Tests/Fuzz/regressions, and runs for FUZZ_SECONDS (default 60).
+# Prints libFuzzer's final statistics; a crash or a broken invariant exits non-zero and leaves the input in
+# .build-fuzz/crash-* (add it to Tests/Fuzz/regressions with the fix). The next `swift build` compiles those modules
+# again without the instrumentation (about a minute).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
 
-swift build --build-path .build-fuzz --product tokenbroker-fuzz \
-  -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library -Xswiftc -DTOKENBROKER_FUZZING
-binary=$(swift build --build-path .build-fuzz --product tokenbroker-fuzz --show-bin-path \
-  -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library -Xswiftc -DTOKENBROKER_FUZZING)/tokenbroker-fuzz
+export TOKENBROKER_FUZZING=1
+swift build --product tokenbroker-fuzz
+binary=$(swift build --product tokenbroker-fuzz --show-bin-path)/tokenbroker-fuzz
+unset TOKENBROKER_FUZZING
 
 seeds=.build-fuzz/seeds
 corpus=.build-fuzz/corpus
