@@ -53,7 +53,8 @@ struct BrokerFixture {
         resource: String? = nil,
         account: AccountSelector? = AccountSelector(username: "ada@contoso.com"),
         minimumValiditySeconds: Int? = nil,
-        forceRefresh: Bool? = nil
+        forceRefresh: Bool? = nil,
+        caller: Caller? = nil
     ) async throws(BrokerFailure) -> TokenResult {
         try await broker.acquireTokenSilently(
             AcquireTokenSilentlyParams(
@@ -68,7 +69,7 @@ struct BrokerFixture {
                 ),
                 correlationId: "corr-1"
             ),
-            caller: caller
+            caller: caller ?? self.caller
         ).brokerTokenResponse
     }
 }

@@ -76,6 +76,28 @@ struct AuditTests {
         #expect(summaries.first?.contains("repeats=4") == true)
     }
 
+    /// Callers that differ only in what the audit does not hash (the executable, a grant, an address) are
+    /// still told apart: each one's first issuance is written, and a repeat counts for its own caller.
+    @Test func tellsApartCallersWithTheSameProcessNumbers() async throws {
+        let fixture = try await BrokerFixture()
+        var other = fixture.caller
+        other.executable = "/usr/bin/other-app"
+        var granted = fixture.caller
+        granted.grant = "build-agent"
+        for caller in [fixture.caller, other, granted, other] { _ = try await fixture.silent(caller: caller) }
+        await fixture.broker.audit.written()
+        let firsts = fixture.logs.lines(containing: "token issued").filter { !$0.contains("again") }
+        #expect(firsts.count == 3)
+        #expect(firsts.contains { $0.contains("caller_exe=/usr/bin/other-app") })
+        #expect(firsts.contains { $0.contains("caller_grant=build-agent") })
+        fixture.broker.audit.flush()
+        await fixture.broker.audit.written()
+        let summaries = fixture.logs.lines(containing: "token issued again")
+        #expect(summaries.count == 1)
+        #expect(summaries.first?.contains("caller_exe=/usr/bin/other-app") == true)
+        #expect(summaries.first?.contains("repeats=1") == true)
+    }
+
     /// When the window ends on the clock, the next issuance writes the window's summary and is written itself.
     @Test func aNewWindowStartsWhenTheClockSaysSo() async throws {
         let fixture = try await BrokerFixture(auditWindow: .seconds(60))
