@@ -91,10 +91,13 @@ let cliReleaseLinkFlags = [
 // tree. The dependencies keep the objects `swift build` made there: instrumenting them too meant building every one of
 // them a second time, ten minutes of a CI run. `swift build` without the variable compiles the three again as before.
 let fuzzing = ProcessInfo.processInfo.environment["TOKENBROKER_FUZZING"] == "1"
-let fuzzed: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
-// The harness's own entry point is libFuzzer's driver (Tests/Fuzz/Fuzz.swift).
+let sanitizers = ["-sanitize=fuzzer,address"]
+let fuzzed: [SwiftSetting] = fuzzing ? [.unsafeFlags(sanitizers)] : []
+// The harness's own entry point is libFuzzer's driver (Tests/Fuzz/Fuzz.swift); it links with lld, which does not warn
+// about AddressSanitizer's local symbols as gold does.
 let fuzzHarness: [SwiftSetting] =
-    fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address", "-parse-as-library"]), .define("TOKENBROKER_FUZZING")] : []
+    fuzzing ? [.unsafeFlags(sanitizers + ["-parse-as-library"]), .define("TOKENBROKER_FUZZING")] : []
+let fuzzHarnessLink: [LinkerSetting] = fuzzing ? [.unsafeFlags(sanitizers + ["-use-ld=lld"])] : []
 
 let package = Package(
     name: "TokenBroker",
@@ -260,7 +263,7 @@ let package = Package(
             // Inputs that once broke an invariant, replayed by every run (scripts/fuzz.sh).
             exclude: ["regressions"],
             swiftSettings: swiftSettings + fuzzHarness,
-            linkerSettings: fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address", "-use-ld=lld"])] : []
+            linkerSettings: fuzzHarnessLink
         ),
         // Test-only helpers: temporary directories, starting the built daemon, cache fixtures.
         .target(
