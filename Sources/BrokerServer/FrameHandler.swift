@@ -156,9 +156,19 @@ final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if paused {
             readDeferred = true
         } else {
-            reading = true
-            context.read()
+            startReading(context: context)
         }
+    }
+
+    /// Sends a read to the socket.
+    ///
+    /// The idle clock starts with it when none was out: until then the broker, not the peer, kept the connection
+    /// quiet, and a check due in the same turn of the event loop, before the socket's bytes could come, would have
+    /// blamed the peer for the time the broker took to ask.
+    private func startReading(context: ChannelHandlerContext) {
+        if !reading { lastActivity = context.eventLoop.now }
+        reading = true
+        context.read()
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -174,8 +184,7 @@ final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.fireChannelReadComplete()
             if readDeferred, !paused {
                 readDeferred = false
-                reading = true
-                context.read()
+                startReading(context: context)
             }
         }
         context.fireChannelWritabilityChanged()

@@ -186,6 +186,25 @@ import Testing
         #expect(probe.events == ["idle(partial)"])
     }
 
+    /// A reader that starts late, just before the idle check falls due, gets a full idle timeout from its read: the
+    /// check in the same turn of the event loop, before the socket's bytes can come, does not blame the peer for the
+    /// time the broker took to ask. (It had closed a connection quietly with half a frame unread, on a busy machine:
+    /// `FramingTests.closesAConnectionThatStallsMidFrame`.)
+    @Test func theIdleClockStartsWithTheFirstRead() throws {
+        let (channel, probe, _) = try channel()
+        channel.embeddedEventLoop.advanceTime(by: .seconds(9))
+        channel.read()
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(probe.events.isEmpty)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(8))
+        try feed(channel, "{\"half")
+        channel.read()
+        channel.embeddedEventLoop.advanceTime(by: .seconds(9))
+        #expect(probe.events.isEmpty)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(probe.events == ["idle(partial)"])
+    }
+
     /// Until the connection's reader asks for bytes (on a busy machine it may start late), the peer's bytes wait
     /// unread in the socket: the connection is not idle, however long that takes, and the idle timeout runs from
     /// the first read. (Taking it for idle had closed connections with a request unread.)
