@@ -54,7 +54,7 @@ let secretServiceIncludes: [String] = {
 // The release daemon's link (lld): a long-running process pays for every page of its 170 MB executable it touches,
 // so the link keeps that small (BENCHMARKS.md, "Memory, second pass"). Relative relocations packed (DT_RELR, glibc
 // 2.36) instead of a 3 MB table read at every start; no dynamic symbol table (nothing links against the daemon: exports.map);
-// and the functions that start-up and a cached answer run, in the order they first run, placed together
+// and the functions that start-up, a cached answer and a refresh run, in the order they first run, placed together
 // (Sources/tokenbrokerd/start-up.order, written by scripts/order-file.sh), not spread over 30 MB of code. The linker
 // moves sections, not functions: the order only holds for code compiled a function to a section, as the release
 // builds of scripts/ do (RELEASE_BUILD in scripts/lib.sh). The compiler's private functions (closure contexts'

@@ -2,7 +2,8 @@
 # Writes the orders the release links place functions in (Package.swift, daemonReleaseLinkFlags and
 # cliReleaseLinkFlags), so that the code a process runs sits together in a few pages of its executable:
 # - Sources/tokenbrokerd/start-up.order: the daemon's functions in the order they first run through start-up, an
-#   import, cached answers, a status and a restart on the cache stored;
+#   import, cached answers, a status, a sign-in and silent requests that refresh (against the local test provider),
+#   and a restart on the cache stored;
 # - Sources/tokenbroker/fast-path.order: the CLI's, through `token`, `kube-credential` and `git-credential get`.
 # Run it again when `scripts/bench.sh` shows the idle RSS or the CLI's time climbing after code changes: functions
 # added since are missing from the lists and land wherever the linker puts them (a stale list costs pages, never
@@ -14,15 +15,19 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
 need_swift
-need_packages gcc binutils >&2
-for product in tokenbrokerd tokenbroker tokenbroker-bench; do
+need_packages gcc binutils curl >&2
+for product in tokenbrokerd tokenbroker tokenbroker-bench tokenbroker-test-idp; do
   swift build "${RELEASE_BUILD[@]}" --product "$product" >&2
 done
 BIN=$(swift build "${RELEASE_BUILD[@]}" --show-bin-path)
-WORK=$(mktemp -d); chmod 700 "$WORK"; TRACER=""
+WORK=$(mktemp -d); chmod 700 "$WORK"; TRACER=""; IDP=""
 # The daemon is the tracer's child (a background job's SIGINT is ignored, so it gets SIGTERM).
 stop_daemon() { pkill -TERM -P "$TRACER" 2>/dev/null || true; }
-cleanup() { [ -n "$TRACER" ] && stop_daemon; rm -rf "$WORK"; }
+cleanup() {
+  [ -n "$TRACER" ] && stop_daemon
+  [ -n "$IDP" ] && kill "$IDP" 2>/dev/null || true
+  rm -rf "$WORK"
+}
 trap cleanup EXIT
 cc -O2 -o "$WORK/first_calls" Benchmarks/order/first_calls.c
 
@@ -44,23 +49,51 @@ cut -d' ' -f1 "$WORK/functions" > "$WORK/entries"
 list_functions "$BIN/tokenbroker" "$WORK/cli-functions"
 cut -d' ' -f1 "$WORK/cli-functions" > "$WORK/cli-entries"
 
+# The refresh path runs against the local Entra-shaped test provider (as in scripts/bench.sh). Its own code (the HTTP
+# client, the token endpoint's answer, the store's writer) is some 2,400 functions: unlisted, they lay on 769 pages of
+# the executable; listed, on 317 (BENCHMARKS.md, sixteenth pass).
+"$BIN/tokenbroker-test-idp" --port 0 --token-lifetime 200 > "$WORK/idp.json" 2>"$WORK/idp.log" & IDP=$!
+for _ in $(seq 200); do [ -s "$WORK/idp.json" ] && break; sleep 0.02; done
+IDP_PORT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$WORK/idp.json")
+AUTHORITY="http://127.0.0.1:$IDP_PORT/7d3c2b1a-0f9e-4d8c-b7a6-5f4e3d2c1b0a"
+CLIENT=aaaaaaaa-0000-4000-8000-00000000000a
+# The browser profile the sign-in saves goes to a configuration of the script's own, not the user's.
+export XDG_CONFIG_HOME="$WORK/config"
+# A browser: GET the start page it is given, sign in where it leads, follow the redirect back to the broker.
+printf '#!/bin/sh\nauthorize=$(curl -s -o /dev/null -w %%{redirect_url} "$1")\nexec curl -s -o /dev/null -L --data-urlencode username=order@contoso.example "$authorize"\n' > "$WORK/browser.sh"
+chmod +x "$WORK/browser.sh"
+# Access tokens living 200 s are inside the 5-minute margin: every one of these silent requests refreshes.
+sign_in_and_refresh() {
+  TOKENBROKER_SOCKET="$WORK/broker.sock" "$BIN/tokenbroker" login --client-id "$CLIENT" --authority "$AUTHORITY" \
+    --scope api://order/Things.Read --webview custom --browser-command "$WORK/browser.sh" \
+    >/dev/null 2>"$WORK/login.log" || { cat "$WORK/login.log" >&2; exit 1; }
+  printf '{"jsonrpc":"2.0","id":1,"method":"acquireTokenSilently","params":{"authParameters":{"clientId":"%s","authority":"%s","requestedScopes":["api://order/Things.Read"]}}}\n' \
+    "$CLIENT" "$AUTHORITY" > "$WORK/refresh.json"
+  "$BIN/tokenbroker-bench" refresh --label order --socket "$WORK/broker.sock" --request "$WORK/refresh.json" \
+    --count 50 >/dev/null
+}
+
 # Two daemons on one state directory: the first starts empty and takes an import, the second starts on what the
 # first stored (as after a reboot), so the code that loads a cache is placed beside the rest of start-up.
-trace_daemon() { # calls-file, then what to run against it
-  local calls=$1; shift
+trace_daemon() { # calls-file, what to run before the cached answers, what to run after them
+  local calls=$1 before=$2 after=$3
   "$WORK/first_calls" "$WORK/entries" "$calls" -- "$BIN/tokenbrokerd" --no-bus \
-    --socket "$WORK/broker.sock" --state-directory "$WORK/state" 2>>"$WORK/daemon.log" &
+    --socket "$WORK/broker.sock" --state-directory "$WORK/state" --entra-host "127.0.0.1:$IDP_PORT" \
+    2>>"$WORK/daemon.log" &
   TRACER=$!
   for _ in $(seq 600); do listening "$WORK/broker.sock" && break; sleep 0.05; done
   listening "$WORK/broker.sock" || { cat "$WORK/daemon.log" >&2; exit 1; }
-  "$@"
+  $before
   "$BIN/tokenbroker-bench" latency --socket "$WORK/broker.sock" --request "$WORK/request.json" --count 200 \
     --warmup 0 >/dev/null
   TOKENBROKER_SOCKET="$WORK/broker.sock" "$BIN/tokenbroker" status >/dev/null
+  $after
   stop_daemon; wait "$TRACER" || true; TRACER=""
 }
-trace_daemon "$WORK/calls" \
+seed() {
   "$BIN/tokenbroker-bench" seed --socket "$WORK/broker.sock" --tokens 10 --request-file "$WORK/request.json"
+}
+trace_daemon "$WORK/calls" seed sign_in_and_refresh
 # The CLI's fast paths, each traced in a process of its own, against the restarted daemon.
 trace_cli() {
   local app
@@ -80,7 +113,7 @@ PY
   cat "$WORK/cli-calls-kube" "$WORK/cli-calls-git" >> "$WORK/cli-calls"
   unset TOKENBROKER_SOCKET
 }
-trace_daemon "$WORK/calls-restarted" trace_cli
+trace_daemon "$WORK/calls-restarted" trace_cli :
 cat "$WORK/calls-restarted" >> "$WORK/calls"
 
 write_order() { # functions, calls, output
