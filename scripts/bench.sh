@@ -24,6 +24,30 @@ BIN=$(swift build "${RELEASE_BUILD[@]}" --show-bin-path)
 OUT=.build-bench; mkdir -p "$OUT"; RESULTS="$OUT/results.jsonl"; : > "$RESULTS"
 cc -O2 -o "$OUT/floor_server" Benchmarks/floor/floor_server.c
 
+# Which machine this run had: the same kind of VM has run on hosts whose CPU and memory differed by two to four times
+# for the broker's code (BENCHMARKS.md, sixteenth pass), so runs are compared only when these agree.
+echo "=== the machine" >&2
+cc -O2 -o "$OUT/memory_latency" Benchmarks/machine/memory_latency.c
+hyperfine -N --warmup 5 --runs 50 --export-json "$OUT/python-start.json" '/usr/bin/python3 -S -c pass' >/dev/null 2>&1
+python3 - "$("$OUT/memory_latency")" "$OUT/python-start.json" <<'PY' | tee -a "$RESULTS" >/dev/null
+import json, os, sys
+cpu = {}
+for line in open("/proc/cpuinfo"):
+    key, _, value = line.partition(":")
+    cpu.setdefault(key.strip(), value.strip())
+def cache_kb(index):
+    try:
+        return int(open(f"/sys/devices/system/cpu/cpu0/cache/index{index}/size").read().strip().rstrip("K"))
+    except (OSError, ValueError):
+        return None
+record = {"kind": "machine", "cpu": cpu.get("model name"), "family": int(cpu.get("cpu family", "0")),
+          "model": int(cpu.get("model", "0")), "avx512": "avx512f" in cpu.get("flags", "").split(),
+          "cpus": os.cpu_count(), "l2_kb": cache_kb(2), "l3_kb": cache_kb(3),
+          "python_start_ms": json.load(open(sys.argv[2]))["results"][0]["median"] * 1000}
+record.update(json.loads(sys.argv[1]))
+print(json.dumps(record))
+PY
+
 WORK=$(mktemp -d); DAEMON=""; FLOOR=""; REFRESH_FLOOR=""; IDP=""; DBUS=""
 cleanup() { for pid in $DAEMON $FLOOR $REFRESH_FLOOR $IDP $DBUS; do kill "$pid" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT

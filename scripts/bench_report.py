@@ -6,6 +6,12 @@ import sys
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
 by = lambda kind, **match: [r for r in rows if r["kind"] == kind and all(r.get(k) == v for k, v in match.items())]
 
+for m in by("machine"):
+    print(f"Machine: {m['cpu']} (family {m['family']}, model {m['model']}), {m['cpus']} CPUs, "
+          f"AVX-512 {'yes' if m['avx512'] else 'no'}, L2 {m['l2_kb']} KiB, L3 {m['l3_kb']} KiB; a dependent load over "
+          f"4 MiB {m['load_4mib_ns']:.0f} ns, over 64 MiB {m['load_64mib_ns']:.0f} ns; "
+          f"`python3 -S -c pass` {m['python_start_ms']:.1f} ms.\n")
+
 print("### Latency, one client (µs)\n")
 print("| server | p50 | p90 | p99 | p99.9 | response bytes |")
 print("|---|---|---|---|---|---|")
