@@ -1,7 +1,8 @@
-// How long one load takes when it misses the caches: what tells one day's machine from another's in
-// scripts/bench.sh. The same 2-vCPU VM has landed on hosts whose memory answered two to three times slower, and the
-// broker's refresh, which runs through a few megabytes of code and data, slowed by three to four times on those days
-// while the C floors slowed by less than two (BENCHMARKS.md, sixteenth pass).
+// How long one load takes when it misses the first caches: what tells one run's machine from another's in
+// scripts/bench.sh. The same kind of 2-vCPU VM has run on CPUs with and without AVX-512, and on one host a load over
+// 4 MiB took 36 ns or 187 ns within the hour, as its neighbours used the shared cache or not. The broker's refresh,
+// which runs 465 KiB of code each time, slowed three to four times on such days, the C floors by less than two
+// (BENCHMARKS.md, sixteenth pass).
 //
 //   memory_latency   prints one JSON object: nanoseconds per dependent load over 4 MiB and over 64 MiB
 //
