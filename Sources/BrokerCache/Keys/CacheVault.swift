@@ -10,8 +10,13 @@ import Synchronization
 /// Locked, the broker starts and answers, serves nothing sealed, and says why; it tries the store again at a
 /// request (at most every ``retryInterval``), and at `tokenbroker unlock`. Nothing is deleted or made anew.
 public final class CacheVault: Sendable {
-    /// Where the key is and, while the cache is locked, why (changed under the lock, with ``opened``).
+    /// The cache once open, where its key is and, while the cache is locked, why.
+    ///
+    /// A `Mutex`, read by every request for the cache: Synchronization's `AtomicLazyReference` is not specialized for
+    /// the caller, and its `load` cost 640 instructions a request in generic metadata (callgrind; 2.4 % of a cached
+    /// answer).
     private struct State {
+        var cache: TokenCache?
         var record: KeyRecord?
         var key: KeyMemory?
         var lock: KeyUnavailable?
@@ -19,12 +24,6 @@ public final class CacheVault: Sendable {
 
     /// How often a locked keyring or an unreachable TPM is tried again, at most.
     public static let retryInterval: Duration = .seconds(1)
-    /// The cache, once open: set once, read by every request.
-    ///
-    /// A lock of its own, held for the read of a reference: Synchronization's `AtomicLazyReference` is not
-    /// specialized for the caller, and its `load` cost 640 instructions a request in generic metadata (callgrind;
-    /// 2.4 % of a cached answer).
-    private let opened: Mutex<TokenCache?>
     private let state: Mutex<State>
     private let keys: KeyVault?
     private let logger: Logger
@@ -51,8 +50,7 @@ public final class CacheVault: Sendable {
         logger: Logger = Logger(label: "tokenbroker"),
         clock: any BrokerClock = .system
     ) {
-        state = Mutex(State())
-        opened = Mutex(cache)
+        state = Mutex(State(cache: cache))
         keys = nil
         self.logger = logger
         self.clock = clock
@@ -65,7 +63,6 @@ public final class CacheVault: Sendable {
                 lock: KeyUnavailable(store: nil, problem: .locked("the cache is being opened"), hint: "wait a moment")
             )
         )
-        opened = Mutex(nil)
         self.keys = keys
         self.logger = logger
         self.clock = clock
@@ -73,7 +70,7 @@ public final class CacheVault: Sendable {
 
     /// The cache, when it is open.
     public var cache: TokenCache? {
-        opened.withLock { $0 }
+        state.withLock { $0.cache }
     }
 
     /// Why the cache is locked; nil when it is open.
@@ -144,9 +141,8 @@ public final class CacheVault: Sendable {
             )
             // An unlock and a retry may both have found the key: the first cache to open is the one, always.
             let first = state.withLock { state -> Bool in
-                guard self.cache == nil else { return false }
-                state = State(record: opened.record, key: opened.key)
-                self.opened.withLock { $0 = cache }
+                guard state.cache == nil else { return false }
+                state = State(cache: cache, record: opened.record, key: opened.key)
                 return true
             }
             guard first else { return nil }
