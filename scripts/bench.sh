@@ -196,26 +196,14 @@ echo "{\"kind\":\"rss\",\"idle_kb\":$IDLE_RSS,\"loaded_10k_kb\":$LOADED_RSS,\"id
 
 echo "=== refresh path and single flight, against the local Entra-shaped test provider" >&2
 swift build "${RELEASE_BUILD[@]}" --product tokenbroker-test-idp >&2
-# Access tokens living 200 s are always inside the 5-minute margin: every silent request refreshes.
-"$BIN/tokenbroker-test-idp" --port 0 --token-lifetime 200 > "$WORK/idp.json" 2>"$WORK/idp.log" & IDP=$!
-for _ in $(seq 200); do [ -s "$WORK/idp.json" ] && break; sleep 0.02; done
-IDP_PORT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$WORK/idp.json")
-AUTHORITY="http://127.0.0.1:$IDP_PORT/7d3c2b1a-0f9e-4d8c-b7a6-5f4e3d2c1b0a"
-CLIENT=aaaaaaaa-0000-4000-8000-00000000000a
+start_test_provider "$BIN" "$WORK"
 rm -rf "$WORK/refresh"; mkdir -p "$WORK/refresh"
-# The browser profile the login saves goes to a configuration of the benchmark's own, not the user's.
+# The refresh daemon and the sign-in share a configuration of the benchmark's own (the sign-in's browser).
 export XDG_CONFIG_HOME="$WORK/config"
 "$BIN/tokenbrokerd" --no-bus --socket "$WORK/refresh/broker.sock" --state-directory "$WORK/refresh/state" \
   --entra-host "127.0.0.1:$IDP_PORT" 2>"$WORK/refresh.log" & DAEMON=$!
 for _ in $(seq 200); do [ -S "$WORK/refresh/broker.sock" ] && break; sleep 0.02; done
-# A browser: GET the start page it is given (the sign-in URL is never on a command line), then sign in where it
-# leads and follow the redirect back to the broker's loopback listener.
-printf '#!/bin/sh\nauthorize=$(curl -s -o /dev/null -w %%{redirect_url} "$1")\nexec curl -s -o /dev/null -L --data-urlencode username=bench@contoso.example "$authorize"\n' > "$WORK/browser.sh"
-chmod +x "$WORK/browser.sh"
-TOKENBROKER_SOCKET="$WORK/refresh/broker.sock" "$BIN/tokenbroker" login --client-id "$CLIENT" --authority "$AUTHORITY" \
-  --scope api://bench/Things.Read --webview custom --browser-command "$WORK/browser.sh" >&2 2>/dev/null
-printf '{"jsonrpc":"2.0","id":1,"method":"acquireTokenSilently","params":{"authParameters":{"clientId":"%s","authority":"%s","requestedScopes":["api://bench/Things.Read"]}}}\n' \
-  "$CLIENT" "$AUTHORITY" > "$WORK/refresh.json"
+sign_in_test_user "$BIN" "$WORK/refresh/broker.sock" bench@contoso.example api://bench/Things.Read "$WORK/refresh.json"
 token_calls() { curl -s "http://127.0.0.1:$IDP_PORT/_test/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokenRequests"])'; }
 provider_stats() { curl -s "http://127.0.0.1:$IDP_PORT/_test/stats" > "$1"; }
 # The broker's own share of a refresh: the round trip less the time the provider's answer took at its server's edge

@@ -73,3 +73,32 @@ test_venv() {
   fi
   echo "$venv/bin/python"
 }
+
+# The local Entra-shaped test provider, for the scripts that sign in and refresh (bench.sh, order-file.sh): started in
+# the background on a free port, its access tokens living 200 s, always inside the broker's 5-minute margin, so that
+# every silent request refreshes. Sets IDP (its pid), IDP_PORT, AUTHORITY (its tenant) and CLIENT (an app it knows).
+start_test_provider() { # directory of the release binaries, work directory
+  "$1/tokenbroker-test-idp" --port 0 --token-lifetime 200 > "$2/idp.json" 2>"$2/idp.log" & IDP=$!
+  for _ in $(seq 200); do [ -s "$2/idp.json" ] && break; sleep 0.02; done
+  IDP_PORT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$2/idp.json")
+  AUTHORITY="http://127.0.0.1:$IDP_PORT/7d3c2b1a-0f9e-4d8c-b7a6-5f4e3d2c1b0a"
+  CLIENT=aaaaaaaa-0000-4000-8000-00000000000a
+}
+
+# Signs the test provider's CLIENT in through the broker at SOCKET, then writes to REQUEST a silent request for SCOPE.
+# The browser is curl: it GETs the start page it is given (the sign-in URL is never on a command line), signs in as
+# USERNAME where that leads and follows the redirect back to the broker's loopback listener. The login saves that
+# browser as a profile the daemon then reads: both must have XDG_CONFIG_HOME set to a directory of the script's own,
+# never the user's (the function refuses to run without it).
+sign_in_test_user() { # directory of the release binaries, socket, username, scope, request file
+  : "${XDG_CONFIG_HOME:?export XDG_CONFIG_HOME to a directory of this script before starting the daemon}"
+  local browser
+  browser="$(dirname "$5")/browser.sh"
+  printf '#!/bin/sh\nauthorize=$(curl -s -o /dev/null -w %%{redirect_url} "$1")\nexec curl -s -o /dev/null -L --data-urlencode username=%s "$authorize"\n' \
+    "$3" > "$browser"
+  chmod +x "$browser"
+  TOKENBROKER_SOCKET="$2" "$1/tokenbroker" login --client-id "$CLIENT" --authority "$AUTHORITY" --scope "$4" \
+    --webview custom --browser-command "$browser" >&2 2>"$browser.log" || { cat "$browser.log" >&2; return 1; }
+  printf '{"jsonrpc":"2.0","id":1,"method":"acquireTokenSilently","params":{"authParameters":{"clientId":"%s","authority":"%s","requestedScopes":["%s"]}}}\n' \
+    "$CLIENT" "$AUTHORITY" "$4" > "$5"
+}

@@ -52,23 +52,11 @@ cut -d' ' -f1 "$WORK/cli-functions" > "$WORK/cli-entries"
 # The refresh path runs against the local Entra-shaped test provider (as in scripts/bench.sh). Its own code (the HTTP
 # client, the token endpoint's answer, the store's writer) is some 2,400 functions: unlisted, they lay on 769 pages of
 # the executable; listed, on 317 (BENCHMARKS.md, sixteenth pass).
-"$BIN/tokenbroker-test-idp" --port 0 --token-lifetime 200 > "$WORK/idp.json" 2>"$WORK/idp.log" & IDP=$!
-for _ in $(seq 200); do [ -s "$WORK/idp.json" ] && break; sleep 0.02; done
-IDP_PORT=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$WORK/idp.json")
-AUTHORITY="http://127.0.0.1:$IDP_PORT/7d3c2b1a-0f9e-4d8c-b7a6-5f4e3d2c1b0a"
-CLIENT=aaaaaaaa-0000-4000-8000-00000000000a
-# The browser profile the sign-in saves goes to a configuration of the script's own, not the user's.
+start_test_provider "$BIN" "$WORK"
+# The daemons and the sign-in read and save their configuration (the sign-in's browser) in the script's own directory.
 export XDG_CONFIG_HOME="$WORK/config"
-# A browser: GET the start page it is given, sign in where it leads, follow the redirect back to the broker.
-printf '#!/bin/sh\nauthorize=$(curl -s -o /dev/null -w %%{redirect_url} "$1")\nexec curl -s -o /dev/null -L --data-urlencode username=order@contoso.example "$authorize"\n' > "$WORK/browser.sh"
-chmod +x "$WORK/browser.sh"
-# Access tokens living 200 s are inside the 5-minute margin: every one of these silent requests refreshes.
 sign_in_and_refresh() {
-  TOKENBROKER_SOCKET="$WORK/broker.sock" "$BIN/tokenbroker" login --client-id "$CLIENT" --authority "$AUTHORITY" \
-    --scope api://order/Things.Read --webview custom --browser-command "$WORK/browser.sh" \
-    >/dev/null 2>"$WORK/login.log" || { cat "$WORK/login.log" >&2; exit 1; }
-  printf '{"jsonrpc":"2.0","id":1,"method":"acquireTokenSilently","params":{"authParameters":{"clientId":"%s","authority":"%s","requestedScopes":["api://order/Things.Read"]}}}\n' \
-    "$CLIENT" "$AUTHORITY" > "$WORK/refresh.json"
+  sign_in_test_user "$BIN" "$WORK/broker.sock" order@contoso.example api://order/Things.Read "$WORK/refresh.json"
   "$BIN/tokenbroker-bench" refresh --label order --socket "$WORK/broker.sock" --request "$WORK/refresh.json" \
     --count 50 >/dev/null
 }
