@@ -52,16 +52,28 @@ extension TokenBroker {
         key: HashedAuthParameters? = nil,
         id: RequestID,
         caller: Caller
-    ) -> [UInt8]? {
+    ) -> ResponseLine? {
+        rememberedAnswer(
+            for: key ?? HashedAuthParameters(params.authParameters),
+            correlationId: params.correlationId,
+            id: id,
+            caller: caller
+        )
+    }
+
+    /// ``rememberedAnswer(_:key:id:caller:)`` from what it needs of the request: the key of its auth parameters and
+    /// its correlation id (nil for a new one).
+    package func rememberedAnswer(
+        for key: HashedAuthParameters,
+        correlationId: String?,
+        id: RequestID,
+        caller: Caller
+    ) -> ResponseLine? {
         guard let cache = vault.cache,
-            let answer = cachedAnswers.answer(
-                for: key ?? HashedAuthParameters(params.authParameters),
-                generation: cache.generation,
-                now: nowSeconds
-            )
+            let answer = cachedAnswers.answer(for: key, generation: cache.generation, now: nowSeconds)
         else { return nil }
-        let correlationId = params.effectiveCorrelationId
+        let correlationId = correlationId ?? WireProtocol.newCorrelationId()
         audit.tokenIssued(answer.issue, to: caller, correlationId: correlationId)
-        return answer.template.response(id: id, correlationId: correlationId)
+        return ResponseLine(answer.template, id: id, correlationId: correlationId)
     }
 }

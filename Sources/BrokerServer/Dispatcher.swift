@@ -48,19 +48,44 @@ struct Dispatcher: Sendable {
     /// request that has one (see ``SilentRequestMemo`` and ``SilentRequestReader``), else whatever ``prepare(_:caller:onEventLoop:)`` does
     /// with the decoded request, or the rejection of one that does not decode.
     func answerOnEventLoop(_ frame: ByteBuffer, caller: Caller) -> Prepared {
-        let bytes = Array(frame.readableBytesView)
-        if let (id, params, key) = silentRequests.read(bytes) {
-            if let response = broker.rememberedAnswer(params, key: key, id: id, caller: caller) {
-                metrics.succeeded.add(1, ordering: .relaxed)
-                return .answered(ByteBuffer(bytes: response))
+        // Read in place: a remembered request needs neither a copy of its line nor of its parameters.
+        if let (id, request) = frame.withUnsafeReadableBytes({ silentRequests.remembered($0) }) {
+            let correlationId = request.params.correlationId
+            if let answer = rememberedAnswer(id: id, key: request.key, correlationId: correlationId, caller: caller) {
+                return answer
             }
-            let request = IncomingRequest(id: id, call: Call<Methods.AcquireTokenSilently>(params))
-            return prepare(request, caller: caller, onEventLoop: true)
+            let call = Call<Methods.AcquireTokenSilently>(request.params)
+            return prepare(IncomingRequest(id: id, call: call), caller: caller, onEventLoop: true)
+        }
+        let bytes = Array(frame.readableBytesView)
+        if let (id, params, key) = silentRequests.readAndRemember(bytes) {
+            if let answer = rememberedAnswer(id: id, key: key, correlationId: params.correlationId, caller: caller) {
+                return answer
+            }
+            let call = Call<Methods.AcquireTokenSilently>(params)
+            return prepare(IncomingRequest(id: id, call: call), caller: caller, onEventLoop: true)
         }
         switch decoder.decode(bytes) {
         case .failure(let rejection): return .answered(response(to: rejection))
         case .success(let request): return prepare(request, caller: caller, onEventLoop: true)
         }
+    }
+
+    /// The remembered answer of a plain silent request (see ``TokenBroker/rememberedAnswer(for:correlationId:id:caller:)``).
+    private func rememberedAnswer(
+        id: RequestID,
+        key: HashedAuthParameters,
+        correlationId: String?,
+        caller: Caller
+    ) -> Prepared? {
+        guard let line = broker.rememberedAnswer(for: key, correlationId: correlationId, id: id, caller: caller) else {
+            return nil
+        }
+        metrics.succeeded.add(1, ordering: .relaxed)
+        // Written straight into the buffer the socket sends from: no array in between.
+        var response = ByteBufferAllocator().buffer(capacity: line.maximumByteCount)
+        response.writeWithUnsafeMutableBytes(minimumWritableBytes: line.maximumByteCount) { line.write(into: $0) }
+        return .answered(response)
     }
 
     /// Decodes a large frame on NIO's thread pool.

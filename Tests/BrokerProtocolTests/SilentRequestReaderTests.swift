@@ -104,7 +104,11 @@ struct SilentRequestReaderTests {
         var ids: [RequestID] = [
             .number(0), .number(-1), .number(.max), .number(.min), .string(""), .string("a\"b\\c\n"),
         ]
-        var correlationIds = ["", "c0ffee00-0000-4000-8000-000000000001", "\"\u{01}é𝄞"]
+        // What takes the most room: control characters (six bytes each once escaped), and the longest integer.
+        ids.append(.string(String(repeating: "\u{01}", count: 40)))
+        var correlationIds = [
+            "", "c0ffee00-0000-4000-8000-000000000001", "\"\u{01}é𝄞", String(repeating: "\u{1F}", count: 33),
+        ]
         for _ in 0..<50 {
             ids.append(.string(JSONDifferentialTests.string(&random)))
             correlationIds.append(JSONDifferentialTests.string(&random))
@@ -114,6 +118,12 @@ struct SilentRequestReaderTests {
             result.brokerTokenResponse.correlationId = correlationId
             let whole = try WireEncoder().encode(Response(id: id, result: result)) + Array("\n".utf8)
             #expect(template.response(id: id, correlationId: correlationId) == whole)
+            // Written in place into exactly the room its maximum asks for: the same bytes.
+            let line = ResponseLine(template, id: id, correlationId: correlationId)
+            let written = [UInt8](unsafeUninitializedCapacity: line.maximumByteCount) { room, count in
+                count = line.write(into: UnsafeMutableRawBufferPointer(room))
+            }
+            #expect(written == whole)
         }
     }
 

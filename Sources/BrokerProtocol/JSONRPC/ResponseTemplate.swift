@@ -37,15 +37,69 @@ package struct ResponseTemplate: Sendable {
     /// The response line (with its newline) for the request `id`, with `correlationId` in the result.
     package func response(id: RequestID, correlationId: String) -> [UInt8] {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(Self.start.count + middle.count + end.count + 96)
-        bytes.append(contentsOf: Self.start)
-        switch id {
-        case .number(let number): bytes.append(contentsOf: String(number).utf8)
-        case .string(let text): WireEncoder.appendString(text, to: &bytes)
-        }
-        bytes.append(contentsOf: middle)
-        WireEncoder.appendString(correlationId, to: &bytes)
-        bytes.append(contentsOf: end)
+        bytes.reserveCapacity(maximumByteCount(id: id, correlationId: correlationId))
+        write(id: id, correlationId: correlationId) { bytes.append(contentsOf: $0) }
         return bytes
+    }
+
+    /// The most bytes the response line for `id` and `correlationId` can have: a string's character takes at most
+    /// six once escaped (`\u00XX`).
+    package func maximumByteCount(id: RequestID, correlationId: String) -> Int {
+        let idBytes =
+            switch id {
+            case .number: 20
+            case .string(let text): 6 * text.utf8.count + 2
+            }
+        return Self.start.count + idBytes + middle.count + 6 * correlationId.utf8.count + 2 + end.count
+    }
+
+    /// Hands the response line's bytes to `output` in order, piece by piece (for an output buffer that takes them
+    /// without an array in between); the same bytes as ``response(id:correlationId:)``.
+    package func write(id: RequestID, correlationId: String, to output: (UnsafeRawBufferPointer) -> Void) {
+        Self.start.withUnsafeBytes(output)
+        switch id {
+        case .number(let number):
+            var digits = String(number)
+            digits.withUTF8 { output(UnsafeRawBufferPointer($0)) }
+        case .string(let text): WireEncoder.writeString(text, to: output)
+        }
+        middle.withUnsafeBytes(output)
+        WireEncoder.writeString(correlationId, to: output)
+        end.withUnsafeBytes(output)
+    }
+}
+
+/// A response line worked out but not yet written: a ``ResponseTemplate`` with its request's id and correlation id.
+package struct ResponseLine: Sendable {
+    package let template: ResponseTemplate
+    package let id: RequestID
+    package let correlationId: String
+
+    package init(_ template: ResponseTemplate, id: RequestID, correlationId: String) {
+        self.template = template
+        self.id = id
+        self.correlationId = correlationId
+    }
+
+    /// The most bytes the line can have (see ``ResponseTemplate/maximumByteCount(id:correlationId:)``).
+    package var maximumByteCount: Int {
+        template.maximumByteCount(id: id, correlationId: correlationId)
+    }
+
+    /// The line's bytes.
+    package var bytes: [UInt8] {
+        template.response(id: id, correlationId: correlationId)
+    }
+
+    /// Writes the line at the start of `free`, which has room for ``maximumByteCount`` bytes, and returns how many
+    /// it wrote: one copy into the buffer the line is sent from.
+    package func write(into free: UnsafeMutableRawBufferPointer) -> Int {
+        var written = 0
+        template.write(id: id, correlationId: correlationId) { piece in
+            // Slicing checks the bounds: a line longer than its maximum traps instead of writing past `free`.
+            UnsafeMutableRawBufferPointer(rebasing: free[written..<(written + piece.count)]).copyMemory(from: piece)
+            written += piece.count
+        }
+        return written
     }
 }

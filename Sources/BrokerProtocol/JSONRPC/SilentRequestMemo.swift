@@ -1,5 +1,13 @@
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Silent requests read before, so that the same line with another id is not parsed again.
 ///
 /// An app asks for its token over and over with one and the same line but for its `id`. The memo keeps the lines
@@ -10,14 +18,18 @@ import Synchronization
 /// Only what the strict reader took is remembered, and only when this memo's own scan finds the id where the
 /// parser found it: a line is answered from here only if the parser would have read it the same way.
 package final class SilentRequestMemo: Sendable {
-    private final class Entry: Sendable {
-        let hash: UInt64
-        let beforeID: [UInt8]
-        let afterID: [UInt8]
-        let params: AcquireTokenSilentlyParams
-        let key: HashedAuthParameters
+    /// A remembered request: what the reader read from its line, and the line's bytes around the id.
+    ///
+    /// Handed out by reference, so that a request answered from memory does not copy its parameters.
+    package final class Request: Sendable {
+        fileprivate let hash: UInt64
+        fileprivate let beforeID: [UInt8]
+        fileprivate let afterID: [UInt8]
+        package let params: AcquireTokenSilentlyParams
+        /// The key of `params.authParameters`.
+        package let key: HashedAuthParameters
 
-        init(
+        fileprivate init(
             hash: UInt64,
             beforeID: [UInt8],
             afterID: [UInt8],
@@ -36,9 +48,9 @@ package final class SilentRequestMemo: Sendable {
     static let maximumLineBytes = 2048
 
     /// How a line is hashed: its bytes and where its id's value is.
-    package typealias Hash = @Sendable (_ line: [UInt8], _ aroundID: Range<Int>) -> UInt64
+    package typealias Hash = @Sendable (_ line: UnsafeRawBufferPointer, _ aroundID: Range<Int>) -> UInt64
 
-    private let slots: Mutex<[Entry?]>
+    private let slots: Mutex<[Request?]>
     private let mask: Int
     private let hash: Hash
 
@@ -47,7 +59,7 @@ package final class SilentRequestMemo: Sendable {
     /// `hash` is for tests, which make lines collide to see that only equal bytes are taken.
     package init(slots: Int = 64, hash: @escaping Hash = SilentRequestMemo.hash) {
         precondition(slots > 0 && slots & (slots - 1) == 0, "slots must be a power of two")
-        self.slots = Mutex([Entry?](repeating: nil, count: slots))
+        self.slots = Mutex([Request?](repeating: nil, count: slots))
         mask = slots - 1
         self.hash = hash
     }
@@ -57,52 +69,42 @@ package final class SilentRequestMemo: Sendable {
     package func read(
         _ frame: [UInt8]
     ) -> (id: RequestID, params: AcquireTokenSilentlyParams, key: HashedAuthParameters)? {
-        let idValue = frame.count <= Self.maximumLineBytes ? Self.plainIDValue(in: frame) : nil
-        if let idValue, let entry = remembered(frame, idValue: idValue) { return (idValue.id, entry.params, entry.key) }
+        if let (id, request) = frame.withUnsafeBytes({ remembered($0) }) { return (id, request.params, request.key) }
+        return readAndRemember(frame)
+    }
+
+    /// The request in `frame` when the memo has it; nil otherwise (without asking the reader).
+    package func remembered(_ frame: UnsafeRawBufferPointer) -> (id: RequestID, request: Request)? {
+        guard frame.count <= Self.maximumLineBytes, let idValue = Self.plainIDValue(in: frame) else { return nil }
+        let hash = hash(frame, idValue.bytes)
+        guard let request = slots.withLock({ $0[Int(truncatingIfNeeded: hash) & mask] }), request.hash == hash,
+            Self.equal(request.beforeID, UnsafeRawBufferPointer(rebasing: frame[..<idValue.bytes.lowerBound])),
+            Self.equal(request.afterID, UnsafeRawBufferPointer(rebasing: frame[idValue.bytes.upperBound...]))
+        else { return nil }
+        return (idValue.id, request)
+    }
+
+    /// Whether `remembered` and `bytes` are the same bytes.
+    private static func equal(_ remembered: [UInt8], _ bytes: UnsafeRawBufferPointer) -> Bool {
+        remembered.withUnsafeBytes { remembered in
+            guard remembered.count == bytes.count else { return false }
+            guard let left = remembered.baseAddress, let right = bytes.baseAddress else { return true }
+            return memcmp(left, right, bytes.count) == 0
+        }
+    }
+
+    /// The request in `frame` as ``SilentRequestReader`` reads it, remembered for the next line that differs from
+    /// it only in its id; for a line ``remembered(_:)`` did not have.
+    package func readAndRemember(
+        _ frame: [UInt8]
+    ) -> (id: RequestID, params: AcquireTokenSilentlyParams, key: HashedAuthParameters)? {
         guard let read = SilentRequestReader.readLocatingID(frame) else { return nil }
         let key = HashedAuthParameters(read.params.authParameters)
+        let idValue = frame.count <= Self.maximumLineBytes ? frame.withUnsafeBytes { Self.plainIDValue(in: $0) } : nil
         if let idValue, idValue.bytes == read.idBytes, idValue.id == read.id {
             remember(frame, around: idValue.bytes, params: read.params, key: key)
         }
         return (read.id, read.params, key)
-    }
-
-    /// The request in `frame` when the memo has it; nil otherwise (without asking the reader).
-    package func remembered(_ frame: [UInt8]) -> (id: RequestID, params: AcquireTokenSilentlyParams)? {
-        guard frame.count <= Self.maximumLineBytes, let idValue = Self.plainIDValue(in: frame) else { return nil }
-        return remembered(frame, idValue: idValue).map { (id: idValue.id, params: $0.params) }
-    }
-
-    private func remembered(_ frame: [UInt8], idValue: IDValue) -> Entry? {
-        let hash = hash(frame, idValue.bytes)
-        guard let entry = slots.withLock({ $0[Int(truncatingIfNeeded: hash) & mask] }), entry.hash == hash else {
-            return nil
-        }
-        let same = frame.withUnsafeBytes { line in
-            Self.equal(entry.beforeID, UnsafeRawBufferPointer(rebasing: line[..<idValue.bytes.lowerBound]))
-                && Self.equal(entry.afterID, UnsafeRawBufferPointer(rebasing: line[idValue.bytes.upperBound...]))
-        }
-        return same ? entry : nil
-    }
-
-    /// Whether `remembered` and `bytes` are the same bytes, compared a word at a time.
-    private static func equal(_ remembered: [UInt8], _ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard remembered.count == bytes.count else { return false }
-        return remembered.withUnsafeBytes { remembered in
-            var position = 0
-            while position + 8 <= bytes.count {
-                guard
-                    remembered.loadUnaligned(fromByteOffset: position, as: UInt64.self)
-                        == bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self)
-                else { return false }
-                position += 8
-            }
-            while position < bytes.count {
-                guard remembered[position] == bytes[position] else { return false }
-                position += 1
-            }
-            return true
-        }
     }
 
     private func remember(
@@ -111,39 +113,40 @@ package final class SilentRequestMemo: Sendable {
         params: AcquireTokenSilentlyParams,
         key: HashedAuthParameters
     ) {
-        let hash = hash(frame, idBytes)
-        let entry = Entry(
+        let hash = frame.withUnsafeBytes { self.hash($0, idBytes) }
+        let request = Request(
             hash: hash,
             beforeID: Array(frame[..<idBytes.lowerBound]),
             afterID: Array(frame[idBytes.upperBound...]),
             params: params,
             key: key
         )
-        slots.withLock { $0[Int(truncatingIfNeeded: hash) & mask] = entry }
+        slots.withLock { $0[Int(truncatingIfNeeded: hash) & mask] = request }
     }
 
     /// A fast hash of the bytes around the id (not for a table an attacker may flood: a slot only ever holds one
     /// line, and a collision just sends the line to the reader).
-    package static func hash(_ frame: [UInt8], around idBytes: Range<Int>) -> UInt64 {
-        var hash = UInt64(truncatingIfNeeded: idBytes.lowerBound) &* 0x9E37_79B9_7F4A_7C15
-        frame.withUnsafeBytes { bytes in
-            func add(_ range: Range<Int>) {
-                var position = range.lowerBound
-                while position + 8 <= range.upperBound {
-                    hash = mix(hash, bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
-                    position += 8
-                }
-                var tail: UInt64 = 0
-                while position < range.upperBound {
-                    tail = tail << 8 | UInt64(bytes[position])
-                    position += 1
-                }
-                hash = mix(hash, tail)
-            }
-            add(0..<idBytes.lowerBound)
-            add(idBytes.upperBound..<bytes.count)
+    package static func hash(_ bytes: UnsafeRawBufferPointer, around idBytes: Range<Int>) -> UInt64 {
+        let seed = UInt64(truncatingIfNeeded: idBytes.lowerBound) &* 0x9E37_79B9_7F4A_7C15
+        let before = add(bytes[..<idBytes.lowerBound], to: seed)
+        return add(bytes[idBytes.upperBound...], to: before)
+    }
+
+    /// `hash` with `bytes` mixed in, eight at a time.
+    private static func add(_ bytes: Slice<UnsafeRawBufferPointer>, to hash: UInt64) -> UInt64 {
+        let bytes = UnsafeRawBufferPointer(rebasing: bytes)
+        var hash = hash
+        var position = 0
+        while position + 8 <= bytes.count {
+            hash = mix(hash, bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+            position += 8
         }
-        return hash
+        var tail: UInt64 = 0
+        while position < bytes.count {
+            tail = tail << 8 | UInt64(bytes[position])
+            position += 1
+        }
+        return mix(hash, tail)
     }
 
     private static func mix(_ hash: UInt64, _ word: UInt64) -> UInt64 {
@@ -162,8 +165,8 @@ package final class SilentRequestMemo: Sendable {
     ///
     /// A scan, not a parse: it follows strings and nesting only far enough to find the first member named `id` of
     /// the outermost object. Its result is trusted only where the parser found the same.
-    static func plainIDValue(in line: [UInt8]) -> IDValue? {
-        line.withUnsafeBufferPointer { line -> IDValue? in
+    static func plainIDValue(in line: UnsafeRawBufferPointer) -> IDValue? {
+        line.withMemoryRebound(to: UInt8.self) { line -> IDValue? in
             var depth = 0
             var expectingKey = false
             var position = 0

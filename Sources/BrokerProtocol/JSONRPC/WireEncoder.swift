@@ -75,6 +75,36 @@ extension WireEncoder {
         output.append(UInt8(ascii: "\""))
     }
 
+    /// Hands `output` the bytes ``appendString(_:to:)`` would append for `string`: the string's own bytes between
+    /// quotes when none needs escaping (no array in between), else the escaped string.
+    package static func writeString(_ string: String, to output: (UnsafeRawBufferPointer) -> Void) {
+        var string = string
+        let plain = string.withUTF8 { bytes in
+            let raw = UnsafeRawBufferPointer(bytes)
+            var index = 0
+            while index + 8 <= raw.count {
+                if needsEscape(raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)) { return false }
+                index += 8
+            }
+            while index < raw.count {
+                let byte = raw[index]
+                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return false }
+                index += 1
+            }
+            return true
+        }
+        guard plain else {
+            var escaped: [UInt8] = []
+            appendString(string, to: &escaped)
+            return escaped.withUnsafeBytes(output)
+        }
+        withUnsafeBytes(of: UInt8(ascii: "\"")) { quote in
+            output(quote)
+            string.withUTF8 { output(UnsafeRawBufferPointer($0)) }
+            output(quote)
+        }
+    }
+
     /// Whether any of the eight bytes in `word` is below 0x20, a quote or a backslash (SWAR: each test sets the
     /// high bit of the bytes that match).
     @inline(__always)
