@@ -4,10 +4,10 @@ import NIOCore
 import Glibc
 #endif
 
-/// What the framer passes on: frames, and the conditions that end a connection.
-enum FrameEvent: Sendable {
-    /// One message: the bytes of a line, without the newline.
-    case frame(ByteBuffer)
+/// The conditions that end a connection, which the framer passes on as user inbound events (its frames go on as
+/// reads, each the bytes of a line without the newline: a `ByteBuffer` crosses the pipeline without the boxing and
+/// the dynamic cast that an enum around it cost every request).
+enum FrameCondition: Sendable {
     /// A line grew past the limit; nothing more is read from this connection.
     case frameTooLarge
     /// Nothing arrived and nothing left for the idle timeout; `partialFrame` says whether half a message was waiting.
@@ -34,7 +34,7 @@ struct FrameLimits: Sendable {
 /// Splits the byte stream into newline-terminated frames, bounded in size and time, and keeps a peer that does not
 /// read from making the broker queue answers without bound.
 ///
-///     "{...}\n{...}\n{..."  ->  .frame("{...}"), .frame("{...}"), (waits for the rest)
+///     "{...}\n{...}\n{..."  ->  "{...}", "{...}", (waits for the rest)
 ///
 /// Backpressure: while the channel is not writable (its write buffer is above the high watermark because the
 /// peer does not read), no further frame is dispatched and no further byte is read; frames already read wait here,
@@ -51,7 +51,7 @@ struct FrameLimits: Sendable {
 /// Bytes past an oversized line are dropped: the reader answers `frame_too_large` and closes.
 final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
-    typealias InboundOut = FrameEvent
+    typealias InboundOut = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -125,7 +125,7 @@ final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
             buffer.moveReaderIndex(forwardBy: 1)
             scanned = 0
             frameStarted = nil
-            context.fireChannelRead(wrapInboundOut(.frame(frame)))
+            context.fireChannelRead(wrapInboundOut(frame))
             if !context.channel.isWritable { paused = true }
         }
         if buffer.readableBytes > limits.maximumFrameBytes, !paused { return stop(.frameTooLarge, context: context) }
@@ -190,13 +190,13 @@ final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelWritabilityChanged()
     }
 
-    private func stop(_ event: FrameEvent, context: ChannelHandlerContext) {
+    private func stop(_ condition: FrameCondition, context: ChannelHandlerContext) {
         guard !stopped else { return }
         stopped = true
         pending = nil
         scanned = 0
         frameStarted = nil
-        context.fireChannelRead(wrapInboundOut(event))
+        context.fireUserInboundEventTriggered(condition)
         // The async channel hands reads to its reader at read-complete; without this the event would wait in its
         // buffer for the next socket read, which a stalled peer never sends.
         context.fireChannelReadComplete()
@@ -314,7 +314,7 @@ final class FrameHandler: ChannelDuplexHandler, RemovableChannelHandler {
             lastActivity = now
         } else if now - lastActivity >= limits.idleTimeout {
             lastActivity = now
-            context.fireChannelRead(wrapInboundOut(.idle(partialFrame: (pending?.readableBytes ?? 0) > 0)))
+            context.fireUserInboundEventTriggered(FrameCondition.idle(partialFrame: (pending?.readableBytes ?? 0) > 0))
             context.fireChannelReadComplete()
         }
         scheduleNextCheck(context: context)

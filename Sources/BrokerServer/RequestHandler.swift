@@ -14,7 +14,7 @@ enum ConnectionEvent: Sendable {
     case idle(partialFrame: Bool)
     /// A frame did not complete within the frame deadline.
     case frameTimedOut
-    /// The peer does not read its answers (see ``FrameEvent/peerNotReading``).
+    /// The peer does not read its answers (see ``FrameCondition/peerNotReading``).
     case peerNotReading
 }
 
@@ -25,7 +25,7 @@ enum ConnectionEvent: Sendable {
 /// loop; it saves the task, the thread hops and the async writer that cost more than the lookup itself.
 /// Responses are written as whole lines and flushed once per read.
 final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = FrameEvent
+    typealias InboundIn = ByteBuffer
     typealias InboundOut = ConnectionEvent
     typealias OutboundOut = ByteBuffer
 
@@ -39,25 +39,29 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .frame(let frame) where frame.readableBytes > Dispatcher.largeFrameBytes:
-            context.fireChannelRead(wrapInboundOut(.largeFrame(frame)))
-        case .frame(let frame):
-            switch dispatcher.answerOnEventLoop(frame, caller: caller) {
-            case .answered(let response):
-                if let response { write(response, context: context) }
-            case .later(let pending):
-                context.fireChannelRead(wrapInboundOut(.request(pending)))
-            }
-        case .frameTooLarge:
-            context.fireChannelRead(wrapInboundOut(.frameTooLarge))
-        case .idle(let partialFrame):
-            context.fireChannelRead(wrapInboundOut(.idle(partialFrame: partialFrame)))
-        case .frameTimedOut:
-            context.fireChannelRead(wrapInboundOut(.frameTimedOut))
-        case .peerNotReading:
-            context.fireChannelRead(wrapInboundOut(.peerNotReading))
+        let frame = unwrapInboundIn(data)
+        guard frame.readableBytes <= Dispatcher.largeFrameBytes else {
+            return context.fireChannelRead(wrapInboundOut(.largeFrame(frame)))
         }
+        switch dispatcher.answerOnEventLoop(frame, caller: caller) {
+        case .answered(let response):
+            if let response { write(response, context: context) }
+        case .later(let pending):
+            context.fireChannelRead(wrapInboundOut(.request(pending)))
+        }
+    }
+
+    /// The framer's conditions go on to the connection's task, which ends the connection.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard let condition = event as? FrameCondition else { return context.fireUserInboundEventTriggered(event) }
+        let event: ConnectionEvent =
+            switch condition {
+            case .frameTooLarge: .frameTooLarge
+            case .idle(let partialFrame): .idle(partialFrame: partialFrame)
+            case .frameTimedOut: .frameTimedOut
+            case .peerNotReading: .peerNotReading
+            }
+        context.fireChannelRead(wrapInboundOut(event))
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

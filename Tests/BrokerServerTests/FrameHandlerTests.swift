@@ -15,18 +15,22 @@ import Testing
 
     /// Records the `read()` calls that reach the head of the pipeline, and the events the framer passes on.
     final class Probe: ChannelDuplexHandler {
-        typealias InboundIn = FrameEvent
+        typealias InboundIn = ByteBuffer
         typealias OutboundIn = ByteBuffer
         var events: [String] = []
         var reads = 0
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            switch unwrapInboundIn(data) {
-            case .frame(let frame): events.append(String(buffer: frame))
+            events.append(String(buffer: unwrapInboundIn(data)))
+        }
+
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            switch event as? FrameCondition {
             case .frameTooLarge: events.append("frameTooLarge")
             case .idle(let partial): events.append(partial ? "idle(partial)" : "idle")
             case .frameTimedOut: events.append("frameTimedOut")
             case .peerNotReading: events.append("peerNotReading")
+            case nil: context.fireUserInboundEventTriggered(event)
             }
         }
     }

@@ -133,14 +133,16 @@ enum Targets {
 
 /// Collects the framer's frames, and whether it ended the connection.
 final class Collector: ChannelInboundHandler {
-    typealias InboundIn = FrameEvent
+    typealias InboundIn = ByteBuffer
     var frames: [[UInt8]] = []
     var ended = false
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .frame(var frame): frames.append(frame.readBytes(length: frame.readableBytes) ?? [])
-        case .frameTooLarge, .frameTimedOut, .peerNotReading, .idle: ended = true
-        }
+        var frame = unwrapInboundIn(data)
+        frames.append(frame.readBytes(length: frame.readableBytes) ?? [])
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is FrameCondition { ended = true }
     }
 }
