@@ -34,12 +34,12 @@ public final class AuditLog: Sendable {
         /// Hashes the issue's hash (made once) and the caller's numbers.
         ///
         /// `==` still compares every field. Hashing the whole caller, its executable's path among them, was a quarter
-        /// of what auditing a cached answer cost.
+        /// of what auditing a cached answer cost; its door, a string-valued enum, hashes a string too, and a process
+        /// nearly always comes through one door.
         func hash(into hasher: inout Hasher) {
             hasher.combine(issue)
             hasher.combine(caller.pid)
             hasher.combine(caller.processID)
-            hasher.combine(caller.via)
         }
     }
 
@@ -58,31 +58,52 @@ public final class AuditLog: Sendable {
     /// What a token issuance's audit line says besides the caller and the correlation id.
     ///
     /// Hashed once: a remembered answer keeps its issue, and counting a repeat then hashes a number, not four
-    /// strings.
+    /// strings. Held by reference: the count of repeats copies its key a few times per answer, and a remembered
+    /// answer's issue is the very one its first issuance was counted under, which `==` sees at once.
     struct TokenIssue: Hashable, Sendable {
-        let clientId: String
-        let scopes: String
-        let account: String
-        let source: String
-        private let hash: Int
+        private final class Fields: Sendable {
+            let clientId: String
+            let scopes: String
+            let account: String
+            let source: String
+            let hash: Int
+
+            init(clientId: String, scopes: String, account: String, source: String) {
+                self.clientId = clientId
+                self.scopes = scopes
+                self.account = account
+                self.source = source
+                var hasher = Hasher()
+                for field in [clientId, scopes, account, source] { hasher.combine(field) }
+                hash = hasher.finalize()
+            }
+        }
+
+        private let fields: Fields
+
+        var clientId: String { fields.clientId }
+        var scopes: String { fields.scopes }
+        var account: String { fields.account }
+        var source: String { fields.source }
 
         static func == (left: TokenIssue, right: TokenIssue) -> Bool {
-            left.hash == right.hash && left.clientId == right.clientId && left.scopes == right.scopes
-                && left.account == right.account && left.source == right.source
+            let (left, right) = (left.fields, right.fields)
+            return left === right
+                || (left.hash == right.hash && left.clientId == right.clientId && left.scopes == right.scopes
+                    && left.account == right.account && left.source == right.source)
         }
 
         func hash(into hasher: inout Hasher) {
-            hasher.combine(hash)
+            hasher.combine(fields.hash)
         }
 
         init(clientId: String, scopes: [String], account: Account, source: TokenSource) {
-            self.clientId = clientId
-            self.scopes = scopes.joined(separator: " ")
-            self.account = account.username.isEmpty ? account.identifier : account.username
-            self.source = source.rawValue
-            var hasher = Hasher()
-            for field in [self.clientId, self.scopes, self.account, self.source] { hasher.combine(field) }
-            hash = hasher.finalize()
+            fields = Fields(
+                clientId: clientId,
+                scopes: scopes.joined(separator: " "),
+                account: account.username.isEmpty ? account.identifier : account.username,
+                source: source.rawValue
+            )
         }
     }
 

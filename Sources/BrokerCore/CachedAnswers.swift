@@ -12,11 +12,19 @@ import Foundation
 /// again. Requests are keyed by all their auth parameters, so two requests that differ in anything never share
 /// an answer.
 final class CachedAnswers: Sendable {
-    struct Answer: Sendable {
+    /// Held by reference: a lookup hands it out without copying its template and issue.
+    final class Answer: Sendable {
         let generation: UInt64
         let seconds: Range<Int64>
         let template: ResponseTemplate
         let issue: AuditLog.TokenIssue
+
+        init(generation: UInt64, seconds: Range<Int64>, template: ResponseTemplate, issue: AuditLog.TokenIssue) {
+            self.generation = generation
+            self.seconds = seconds
+            self.template = template
+            self.issue = issue
+        }
     }
 
     /// The most requests remembered; past it the table starts again (apps ask for a few tokens over and over).

@@ -76,7 +76,7 @@ struct AuditTests {
         #expect(summaries.first?.contains("repeats=4") == true)
     }
 
-    /// Callers that differ only in what the audit does not hash (the executable, a grant, an address) are
+    /// Callers that differ only in what the audit does not hash (the executable, a grant, an address, the door) are
     /// still told apart: each one's first issuance is written, and a repeat counts for its own caller.
     @Test func tellsApartCallersWithTheSameProcessNumbers() async throws {
         let fixture = try await BrokerFixture()
@@ -84,10 +84,13 @@ struct AuditTests {
         other.executable = "/usr/bin/other-app"
         var granted = fixture.caller
         granted.grant = "build-agent"
-        for caller in [fixture.caller, other, granted, other] { _ = try await fixture.silent(caller: caller) }
+        var bus = fixture.caller
+        bus.via = .bus
+        for caller in [fixture.caller, other, granted, bus, other] { _ = try await fixture.silent(caller: caller) }
         await fixture.broker.audit.written()
         let firsts = fixture.logs.lines(containing: "token issued").filter { !$0.contains("again") }
-        #expect(firsts.count == 3)
+        #expect(firsts.count == 4)
+        #expect(firsts.contains { $0.contains("caller_via=bus") })
         #expect(firsts.contains { $0.contains("caller_exe=/usr/bin/other-app") })
         #expect(firsts.contains { $0.contains("caller_grant=build-agent") })
         fixture.broker.audit.flush()
