@@ -132,13 +132,26 @@ package final class SilentRequestMemo: Sendable {
         return add(bytes[idBytes.upperBound...], to: before)
     }
 
-    /// `hash` with `bytes` mixed in, eight at a time.
+    /// `hash` with `bytes` mixed in.
+    ///
+    /// Two running sums a word at a time (the second sums the first, so the words' order counts), mixed once at the
+    /// end: a multiply and shift per word cost three times as much.
     private static func add(_ bytes: Slice<UnsafeRawBufferPointer>, to hash: UInt64) -> UInt64 {
         let bytes = UnsafeRawBufferPointer(rebasing: bytes)
-        var hash = hash
+        var sum = hash
+        var sumOfSums: UInt64 = 0
         var position = 0
+        // Four words a turn: the same sums, a third of the loop's own instructions.
+        while position + 32 <= bytes.count {
+            for offset in stride(from: position, to: position + 32, by: 8) {
+                sum &+= bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+                sumOfSums &+= sum
+            }
+            position += 32
+        }
         while position + 8 <= bytes.count {
-            hash = mix(hash, bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self))
+            sum &+= bytes.loadUnaligned(fromByteOffset: position, as: UInt64.self)
+            sumOfSums &+= sum
             position += 8
         }
         var tail: UInt64 = 0
@@ -146,7 +159,9 @@ package final class SilentRequestMemo: Sendable {
             tail = tail << 8 | UInt64(bytes[position])
             position += 1
         }
-        return mix(hash, tail)
+        sum &+= tail
+        sumOfSums &+= sum
+        return mix(mix(sum, sumOfSums), UInt64(truncatingIfNeeded: bytes.count))
     }
 
     private static func mix(_ hash: UInt64, _ word: UInt64) -> UInt64 {
