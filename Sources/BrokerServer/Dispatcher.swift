@@ -83,8 +83,9 @@ struct Dispatcher: Sendable {
         }
         metrics.succeeded.add(1, ordering: .relaxed)
         // Written straight into the buffer the socket sends from: no array in between.
-        var response = ByteBufferAllocator().buffer(capacity: line.maximumByteCount)
-        response.writeWithUnsafeMutableBytes(minimumWritableBytes: line.maximumByteCount) { line.write(into: $0) }
+        let room = line.maximumByteCount
+        var response = ByteBufferAllocator().buffer(capacity: room)
+        response.writeWithUnsafeMutableBytes(minimumWritableBytes: room) { line.write(into: $0) }
         return .answered(response)
     }
 
