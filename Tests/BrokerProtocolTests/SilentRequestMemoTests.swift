@@ -49,6 +49,22 @@ struct SilentRequestMemoTests {
         #expect(remembered(memo, Self.line(id: #""x""#))?.id == .string("x"))
     }
 
+    /// A line in another order and spacing than the broker's own clients write is remembered too.
+    @Test func aLineOfAnotherShapeIsRememberedToo() throws {
+        func line(id: String) -> [UInt8] {
+            Array(
+                #"{ "method": "acquireTokenSilently", "id": \#(id), "params": {"authParameters":{"clientId":"app","authority":"https://login.microsoftonline.com/common"}}, "jsonrpc": "2.0" }"#
+                    .utf8
+            )
+        }
+        let memo = SilentRequestMemo()
+        let first = try #require(memo.read(line(id: "1")))
+        let read = try #require(remembered(memo, line(id: #""x""#)))
+        #expect(read.id == .string("x"))
+        #expect(read.params == first.params)
+        expectSameAsDecoder(line(id: #""x""#), read)
+    }
+
     /// A line read from memory comes with the key of its auth parameters, the one the first read made.
     @Test func aRememberedLineBringsTheKeyOfItsParameters() throws {
         let memo = SilentRequestMemo()

@@ -181,7 +181,11 @@ package final class SilentRequestMemo: Sendable {
     /// A scan, not a parse: it follows strings and nesting only far enough to find the first member named `id` of
     /// the outermost object. Its result is trusted only where the parser found the same.
     static func plainIDValue(in line: UnsafeRawBufferPointer) -> IDValue? {
-        line.withMemoryRebound(to: UInt8.self) { line -> IDValue? in
+        // The opening the broker's own clients write: the id's value follows at once, and the scan would find it there.
+        let opening = line.count > commonOpening.count ? commonOpening.count : 0
+        let common = opening > 0 && equal(commonOpening, UnsafeRawBufferPointer(rebasing: line[..<opening]))
+        return line.withMemoryRebound(to: UInt8.self) { line -> IDValue? in
+            if common { return value(in: line, at: opening) }
             var depth = 0
             var expectingKey = false
             var position = 0
@@ -233,6 +237,8 @@ package final class SilentRequestMemo: Sendable {
             return nil
         }
     }
+
+    private static let commonOpening = Array(#"{"jsonrpc":"2.0","id":"#.utf8)
 
     private static func skipWhitespace(_ line: UnsafeBufferPointer<UInt8>, _ position: inout Int) {
         while position < line.count {
