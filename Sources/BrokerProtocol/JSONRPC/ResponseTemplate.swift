@@ -38,7 +38,7 @@ package struct ResponseTemplate: Sendable {
     package func response(id: RequestID, correlationId: String) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(maximumByteCount(id: id, correlationId: correlationId))
-        write(id: id, correlationId: correlationId) { bytes.append(contentsOf: $0) }
+        write(id: id, correlationId: correlationId, to: &bytes)
         return bytes
     }
 
@@ -53,19 +53,16 @@ package struct ResponseTemplate: Sendable {
         return Self.start.count + idBytes + middle.count + 6 * correlationId.utf8.count + 2 + end.count
     }
 
-    /// Hands the response line's bytes to `output` in order, piece by piece (for an output buffer that takes them
-    /// without an array in between); the same bytes as ``response(id:correlationId:)``.
-    package func write(id: RequestID, correlationId: String, to output: (UnsafeRawBufferPointer) -> Void) {
-        Self.start.withUnsafeBytes(output)
+    /// Appends the response line's bytes to `output`: the same bytes as ``response(id:correlationId:)``.
+    package func write(id: RequestID, correlationId: String, to output: inout some ByteOutput) {
+        Self.start.withUnsafeBytes { output.append($0) }
         switch id {
-        case .number(let number):
-            var digits = String(number)
-            digits.withUTF8 { output(UnsafeRawBufferPointer($0)) }
-        case .string(let text): WireEncoder.writeString(text, to: output)
+        case .number(let number): WireEncoder.writeInteger(number, to: &output)
+        case .string(let text): WireEncoder.writeString(text, to: &output)
         }
-        middle.withUnsafeBytes(output)
-        WireEncoder.writeString(correlationId, to: output)
-        end.withUnsafeBytes(output)
+        middle.withUnsafeBytes { output.append($0) }
+        WireEncoder.writeString(correlationId, to: &output)
+        end.withUnsafeBytes { output.append($0) }
     }
 }
 
@@ -94,12 +91,41 @@ package struct ResponseLine: Sendable {
     /// Writes the line at the start of `free`, which has room for ``maximumByteCount`` bytes, and returns how many
     /// it wrote: one copy into the buffer the line is sent from.
     package func write(into free: UnsafeMutableRawBufferPointer) -> Int {
-        var written = 0
-        template.write(id: id, correlationId: correlationId) { piece in
-            // Slicing checks the bounds: a line longer than its maximum traps instead of writing past `free`.
-            UnsafeMutableRawBufferPointer(rebasing: free[written..<(written + piece.count)]).copyMemory(from: piece)
-            written += piece.count
-        }
-        return written
+        var output = RawByteOutput(free)
+        template.write(id: id, correlationId: correlationId, to: &output)
+        return output.written
+    }
+}
+
+/// Where encoded bytes go, piece by piece: an array, or the free room of a buffer of someone else's.
+package protocol ByteOutput {
+    mutating func append(_ bytes: UnsafeRawBufferPointer)
+    mutating func append(_ byte: UInt8)
+}
+
+extension Array: ByteOutput where Element == UInt8 {
+    package mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        append(contentsOf: bytes)
+    }
+}
+
+/// The free room of a buffer, filled from its start.
+struct RawByteOutput: ByteOutput {
+    private let free: UnsafeMutableRawBufferPointer
+    private(set) var written = 0
+
+    init(_ free: UnsafeMutableRawBufferPointer) {
+        self.free = free
+    }
+
+    /// Slicing and subscripts check the bounds: more bytes than the room traps instead of writing past it.
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        UnsafeMutableRawBufferPointer(rebasing: free[written..<(written + bytes.count)]).copyMemory(from: bytes)
+        written += bytes.count
+    }
+
+    mutating func append(_ byte: UInt8) {
+        free[written] = byte
+        written += 1
     }
 }

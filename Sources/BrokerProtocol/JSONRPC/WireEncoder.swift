@@ -75,9 +75,9 @@ extension WireEncoder {
         output.append(UInt8(ascii: "\""))
     }
 
-    /// Hands `output` the bytes ``appendString(_:to:)`` would append for `string`: the string's own bytes between
-    /// quotes when none needs escaping (no array in between), else the escaped string.
-    package static func writeString(_ string: String, to output: (UnsafeRawBufferPointer) -> Void) {
+    /// Appends to `output` the bytes ``appendString(_:to:)`` would append for `string`: the string's own bytes
+    /// between quotes when none needs escaping (no array in between), else the escaped string.
+    package static func writeString(_ string: String, to output: inout some ByteOutput) {
         var string = string
         let plain = string.withUTF8 { bytes in
             let raw = UnsafeRawBufferPointer(bytes)
@@ -96,12 +96,26 @@ extension WireEncoder {
         guard plain else {
             var escaped: [UInt8] = []
             appendString(string, to: &escaped)
-            return escaped.withUnsafeBytes(output)
+            return escaped.withUnsafeBytes { output.append($0) }
         }
-        withUnsafeBytes(of: UInt8(ascii: "\"")) { quote in
-            output(quote)
-            string.withUTF8 { output(UnsafeRawBufferPointer($0)) }
-            output(quote)
+        output.append(UInt8(ascii: "\""))
+        string.withUTF8 { output.append(UnsafeRawBufferPointer($0)) }
+        output.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends `number` in decimal, as `String(number)` spells it.
+    package static func writeInteger(_ number: Int64, to output: inout some ByteOutput) {
+        if number < 0 { output.append(UInt8(ascii: "-")) }
+        var magnitude = number.magnitude
+        // Twenty digits hold any UInt64; written from the last.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var first = digits.count
+            repeat {
+                first -= 1
+                digits[first] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            output.append(UnsafeRawBufferPointer(UnsafeMutableBufferPointer(rebasing: digits[first...])))
         }
     }
 
