@@ -25,6 +25,11 @@ final class CachedAnswers: Sendable {
             self.template = template
             self.issue = issue
         }
+
+        /// Whether the answer holds at `now` for the cache's `generation`.
+        func holds(generation: UInt64, now: Int64) -> Bool {
+            self.generation == generation && seconds.contains(now)
+        }
     }
 
     /// The most requests remembered; past it the table starts again (apps ask for a few tokens over and over).
@@ -34,9 +39,9 @@ final class CachedAnswers: Sendable {
 
     /// The answer for `parameters` if it holds at `now` for the cache's `generation`.
     func answer(for parameters: HashedAuthParameters, generation: UInt64, now: Int64) -> Answer? {
-        guard let answer = answers.read({ $0[parameters] }), answer.generation == generation,
-            answer.seconds.contains(now)
-        else { return nil }
+        guard let answer = answers.read({ $0[parameters] }), answer.holds(generation: generation, now: now) else {
+            return nil
+        }
         return answer
     }
 
@@ -61,27 +66,43 @@ extension TokenBroker {
         id: RequestID,
         caller: Caller
     ) -> ResponseLine? {
-        rememberedAnswer(
+        var held: HeldAnswer?
+        return rememberedAnswer(
             for: key ?? HashedAuthParameters(params.authParameters),
             correlationId: params.correlationId,
             id: id,
-            caller: caller
+            caller: caller,
+            held: &held
         )
     }
 
     /// ``rememberedAnswer(_:key:id:caller:)`` from what it needs of the request: the key of its auth parameters and
     /// its correlation id (nil for a new one).
+    ///
+    /// `held` is the answer this function gave the caller for the same `key` before, if the caller kept it: while it
+    /// holds it is answered again without the table's lock and lookup (for the same cache contents and second, the
+    /// table could give no other). It is set to the answer given, nil when there is none.
     package func rememberedAnswer(
         for key: HashedAuthParameters,
         correlationId: String?,
         id: RequestID,
-        caller: Caller
+        caller: Caller,
+        held: inout HeldAnswer?
     ) -> ResponseLine? {
-        guard let cache = vault.cache,
-            let answer = cachedAnswers.answer(for: key, generation: cache.generation, now: nowSeconds)
-        else { return nil }
+        guard let cache = vault.cache else { return nil }
+        let (generation, now) = (cache.generation, nowSeconds)
+        if held?.answer.holds(generation: generation, now: now) != true {
+            held = cachedAnswers.answer(for: key, generation: generation, now: now).map(HeldAnswer.init)
+        }
+        guard let answer = held?.answer else { return nil }
         let correlationId = correlationId ?? WireProtocol.newCorrelationId()
         audit.tokenIssued(answer.issue, to: caller, correlationId: correlationId)
         return ResponseLine(answer.template, id: id, correlationId: correlationId)
     }
+}
+
+/// A remembered answer as its caller keeps it for the next identical request (see
+/// ``TokenBroker/rememberedAnswer(for:correlationId:id:caller:held:)``).
+package struct HeldAnswer: Sendable {
+    fileprivate let answer: CachedAnswers.Answer
 }

@@ -47,19 +47,36 @@ struct Dispatcher: Sendable {
     /// Answers a frame on the event loop: a remembered cached-token answer when the frame is a plain silent
     /// request that has one (see ``SilentRequestMemo`` and ``SilentRequestReader``), else whatever ``prepare(_:caller:onEventLoop:)`` does
     /// with the decoded request, or the rejection of one that does not decode.
-    func answerOnEventLoop(_ frame: ByteBuffer, caller: Caller) -> Prepared {
+    ///
+    /// `last` is the connection's own: the remembered request it answered last, and that answer, which the same
+    /// request takes again while it holds.
+    func answerOnEventLoop(_ frame: ByteBuffer, caller: Caller, last: inout LastAnswer?) -> Prepared {
         // Read in place: a remembered request needs neither a copy of its line nor of its parameters.
         if let (id, request) = frame.withUnsafeReadableBytes({ silentRequests.remembered($0) }) {
+            var held = last?.request === request ? last?.held : nil
             let correlationId = request.params.correlationId
-            if let answer = rememberedAnswer(id: id, key: request.key, correlationId: correlationId, caller: caller) {
-                return answer
-            }
+            let answer = rememberedAnswer(
+                id: id,
+                key: request.key,
+                correlationId: correlationId,
+                caller: caller,
+                held: &held
+            )
+            last = held.map { LastAnswer(request: request, held: $0) }
+            if let answer { return answer }
             let call = Call<Methods.AcquireTokenSilently>(request.params)
             return prepare(IncomingRequest(id: id, call: call), caller: caller, onEventLoop: true)
         }
         let bytes = Array(frame.readableBytesView)
         if let (id, params, key) = silentRequests.readAndRemember(bytes) {
-            if let answer = rememberedAnswer(id: id, key: key, correlationId: params.correlationId, caller: caller) {
+            var held: HeldAnswer?
+            if let answer = rememberedAnswer(
+                id: id,
+                key: key,
+                correlationId: params.correlationId,
+                caller: caller,
+                held: &held
+            ) {
                 return answer
             }
             let call = Call<Methods.AcquireTokenSilently>(params)
@@ -76,11 +93,18 @@ struct Dispatcher: Sendable {
         id: RequestID,
         key: HashedAuthParameters,
         correlationId: String?,
-        caller: Caller
+        caller: Caller,
+        held: inout HeldAnswer?
     ) -> Prepared? {
-        guard let line = broker.rememberedAnswer(for: key, correlationId: correlationId, id: id, caller: caller) else {
-            return nil
-        }
+        guard
+            let line = broker.rememberedAnswer(
+                for: key,
+                correlationId: correlationId,
+                id: id,
+                caller: caller,
+                held: &held
+            )
+        else { return nil }
         metrics.succeeded.add(1, ordering: .relaxed)
         // Written straight into the buffer the socket sends from: no array in between.
         let room = line.maximumByteCount
@@ -226,6 +250,12 @@ struct Dispatcher: Sendable {
 
     private static let encodingFailure =
         #"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"the response could not be encoded"}}"# + "\n"
+}
+
+/// A connection's last remembered answer: the memo's request it answered, and the answer.
+struct LastAnswer {
+    let request: SilentRequestMemo.Request
+    let held: HeldAnswer
 }
 
 /// What the server keeps of a request once its params went to the handler: how to answer it.

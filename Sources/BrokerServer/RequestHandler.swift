@@ -38,6 +38,8 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// is read-complete passed on: with nothing to hand over, its generic code still cost 800 instructions a cached
     /// answer (callgrind).
     private var forwarded = false
+    /// The connection's last remembered answer (see ``Dispatcher/answerOnEventLoop(_:caller:last:)``).
+    private var lastAnswer: LastAnswer?
 
     init(dispatcher: Dispatcher, caller: Caller) {
         self.dispatcher = dispatcher
@@ -49,7 +51,7 @@ final class RequestHandler: ChannelInboundHandler, RemovableChannelHandler {
         guard frame.readableBytes <= Dispatcher.largeFrameBytes else {
             return forward(.largeFrame(frame), context: context)
         }
-        switch dispatcher.answerOnEventLoop(frame, caller: caller) {
+        switch dispatcher.answerOnEventLoop(frame, caller: caller, last: &lastAnswer) {
         case .answered(let response):
             if let response { write(response, context: context) }
         case .later(let pending):

@@ -101,6 +101,42 @@ struct RememberedAnswerTests {
         }
     }
 
+    /// An answer its caller held on to is given again only while the table would give it: a change to the cache and
+    /// the end of its seconds let it go, as they end the table's.
+    @Test func aHeldAnswerHoldsOnlyWhileTheTableWould() async throws {
+        let fixture = try await BrokerFixture()
+        let key = HashedAuthParameters(params().authParameters)
+        var held: HeldAnswer?
+        func ask() -> ResponseLine? {
+            fixture.broker.rememberedAnswer(
+                for: key,
+                correlationId: "c",
+                id: .number(1),
+                caller: fixture.caller,
+                held: &held
+            )
+        }
+        #expect(ask() == nil)
+        #expect(held == nil)
+        _ = try await generalAnswer(fixture, params(), id: .number(1))
+        let first = try #require(ask())
+        #expect(held != nil)
+        #expect(try #require(ask()).bytes == first.bytes)
+
+        let other = try MSALCacheDocument.read(
+            Data(CacheFixtures.text(CacheFixtures.msalCache(clientId: "another-app")).utf8)
+        ).entries
+        try await #require(fixture.broker.vault.cache).commit(CacheChanges(upserts: other))
+        #expect(ask() == nil)
+        #expect(held == nil)
+
+        _ = try await generalAnswer(fixture, params(), id: .number(1))
+        #expect(ask() != nil)
+        fixture.clock.advance(by: .seconds(3300))
+        #expect(ask() == nil)
+        #expect(held == nil)
+    }
+
     /// A caller's minimum validity is part of the request: the answer ends when the token no longer gives it.
     @Test func holdsOnlyWhileTheMinimumValidityIsMet() async throws {
         let fixture = try await BrokerFixture()
