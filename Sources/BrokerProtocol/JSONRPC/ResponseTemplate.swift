@@ -118,13 +118,16 @@ struct RawByteOutput: ByteOutput {
         self.free = free
     }
 
-    /// Slicing and subscripts check the bounds: more bytes than the room traps instead of writing past it.
+    /// More bytes than the room trap, in release builds too (an unsafe buffer checks its bounds in debug builds
+    /// only), instead of writing past it.
     mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count <= free.count - written, "a response line outgrew the room reserved for it")
         UnsafeMutableRawBufferPointer(rebasing: free[written..<(written + bytes.count)]).copyMemory(from: bytes)
         written += bytes.count
     }
 
     mutating func append(_ byte: UInt8) {
+        precondition(written < free.count, "a response line outgrew the room reserved for it")
         free[written] = byte
         written += 1
     }
