@@ -88,7 +88,8 @@ struct Dispatcher: Sendable {
         }
     }
 
-    /// The remembered answer of a plain silent request (see ``TokenBroker/rememberedAnswer(for:correlationId:id:caller:)``).
+    /// The remembered answer of a plain silent request (see
+    /// ``TokenBroker/rememberedAnswer(for:correlationId:id:caller:held:)``).
     private func rememberedAnswer(
         id: RequestID,
         key: HashedAuthParameters,
