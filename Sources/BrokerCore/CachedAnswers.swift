@@ -55,29 +55,11 @@ final class CachedAnswers: Sendable {
 }
 
 extension TokenBroker {
-    /// The response line for a silent request whose answer is remembered (see ``CachedAnswers``): a cached token,
-    /// answered as ``answerSilently(_:caller:)`` would, with its audit line; nil when nothing is remembered for it, or
-    /// what is no longer holds.
+    /// The response line for a silent request whose answer is remembered (see ``CachedAnswers``).
     ///
-    /// `key` is the key of `params.authParameters`, when the caller has it already.
-    package func rememberedAnswer(
-        _ params: AcquireTokenSilentlyParams,
-        key: HashedAuthParameters? = nil,
-        id: RequestID,
-        caller: Caller
-    ) -> ResponseLine? {
-        var held: HeldAnswer?
-        return rememberedAnswer(
-            for: key ?? HashedAuthParameters(params.authParameters),
-            correlationId: params.correlationId,
-            id: id,
-            caller: caller,
-            held: &held
-        )
-    }
-
-    /// ``rememberedAnswer(_:key:id:caller:)`` from what it needs of the request: the key of its auth parameters and
-    /// its correlation id (nil for a new one).
+    /// A cached token, answered as ``answerSilently(_:caller:)`` would, with its audit line; nil when nothing is
+    /// remembered for the request, or what is no longer holds. The request is given by what the answer needs of it:
+    /// the key of its auth parameters and its correlation id (nil for a new one).
     ///
     /// `held` is the answer this function gave the caller for the same `key` before, if the caller kept it: while it
     /// holds it is answered again without the table's lock and lookup (for the same cache contents and second, the

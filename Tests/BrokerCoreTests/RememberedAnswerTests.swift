@@ -149,3 +149,21 @@ struct RememberedAnswerTests {
         #expect(fixture.broker.rememberedAnswer(params(), id: .number(1), caller: fixture.caller) == nil)
     }
 }
+
+extension TokenBroker {
+    /// The remembered answer for `params`, asked for with a key of its own and nothing held, as a first request is.
+    fileprivate func rememberedAnswer(
+        _ params: AcquireTokenSilentlyParams,
+        id: RequestID,
+        caller: Caller
+    ) -> ResponseLine? {
+        var held: HeldAnswer?
+        return rememberedAnswer(
+            for: HashedAuthParameters(params.authParameters),
+            correlationId: params.correlationId,
+            id: id,
+            caller: caller,
+            held: &held
+        )
+    }
+}

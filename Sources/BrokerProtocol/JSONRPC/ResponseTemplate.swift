@@ -34,14 +34,6 @@ package struct ResponseTemplate: Sendable {
         end = Array(bytes[holeEnd...])
     }
 
-    /// The response line (with its newline) for the request `id`, with `correlationId` in the result.
-    package func response(id: RequestID, correlationId: String) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(maximumByteCount(id: id, correlationId: correlationId))
-        write(id: id, correlationId: correlationId, to: &bytes)
-        return bytes
-    }
-
     /// The most bytes the response line for `id` and `correlationId` can have: a string's character takes at most
     /// six once escaped (`\u00XX`).
     package func maximumByteCount(id: RequestID, correlationId: String) -> Int {
@@ -53,8 +45,9 @@ package struct ResponseTemplate: Sendable {
         return Self.start.count + idBytes + middle.count + 6 * correlationId.utf8.count + 2 + end.count
     }
 
-    /// Appends the response line's bytes to `output`: the same bytes as ``response(id:correlationId:)``.
-    package func write(id: RequestID, correlationId: String, to output: inout some ByteOutput) {
+    /// Appends the response line (with its newline) for the request `id`, with `correlationId` in the result, to
+    /// `output`.
+    func write(id: RequestID, correlationId: String, to output: inout RawByteOutput) {
         Self.start.withUnsafeBytes { output.append($0) }
         switch id {
         case .number(let number): WireEncoder.writeInteger(number, to: &output)
@@ -85,7 +78,9 @@ package struct ResponseLine: Sendable {
 
     /// The line's bytes.
     package var bytes: [UInt8] {
-        template.response(id: id, correlationId: correlationId)
+        [UInt8](unsafeUninitializedCapacity: maximumByteCount) { room, count in
+            count = write(into: UnsafeMutableRawBufferPointer(room))
+        }
     }
 
     /// Writes the line at the start of `free`, which has room for ``maximumByteCount`` bytes, and returns how many
@@ -97,20 +92,8 @@ package struct ResponseLine: Sendable {
     }
 }
 
-/// Where encoded bytes go, piece by piece: an array, or the free room of a buffer of someone else's.
-package protocol ByteOutput {
-    mutating func append(_ bytes: UnsafeRawBufferPointer)
-    mutating func append(_ byte: UInt8)
-}
-
-extension Array: ByteOutput where Element == UInt8 {
-    package mutating func append(_ bytes: UnsafeRawBufferPointer) {
-        append(contentsOf: bytes)
-    }
-}
-
 /// The free room of a buffer, filled from its start.
-struct RawByteOutput: ByteOutput {
+struct RawByteOutput {
     private let free: UnsafeMutableRawBufferPointer
     private(set) var written = 0
 

@@ -64,15 +64,6 @@ package final class SilentRequestMemo: Sendable {
         self.hash = hash
     }
 
-    /// The request in `frame` when it is a plain `acquireTokenSilently` (as ``SilentRequestReader/read(_:)``), with
-    /// the key of its auth parameters (hashed when the line was first read).
-    package func read(
-        _ frame: [UInt8]
-    ) -> (id: RequestID, params: AcquireTokenSilentlyParams, key: HashedAuthParameters)? {
-        if let (id, request) = frame.withUnsafeBytes({ remembered($0) }) { return (id, request.params, request.key) }
-        return readAndRemember(frame)
-    }
-
     /// The request in `frame` when the memo has it; nil otherwise (without asking the reader).
     package func remembered(_ frame: UnsafeRawBufferPointer) -> (id: RequestID, request: Request)? {
         guard frame.count <= Self.maximumLineBytes, let idValue = Self.plainIDValue(in: frame) else { return nil }

@@ -77,7 +77,7 @@ extension WireEncoder {
 
     /// Appends to `output` the bytes ``appendString(_:to:)`` would append for `string`: the string's own bytes
     /// between quotes when none needs escaping (no array in between), else the escaped string.
-    package static func writeString(_ string: String, to output: inout some ByteOutput) {
+    static func writeString(_ string: String, to output: inout RawByteOutput) {
         var string = string
         let plain = string.withUTF8 { bytes in
             let raw = UnsafeRawBufferPointer(bytes)
@@ -104,7 +104,7 @@ extension WireEncoder {
     }
 
     /// Appends `number` in decimal, as `String(number)` spells it.
-    package static func writeInteger(_ number: Int64, to output: inout some ByteOutput) {
+    static func writeInteger(_ number: Int64, to output: inout RawByteOutput) {
         if number < 0 { output.append(UInt8(ascii: "-")) }
         var magnitude = number.magnitude
         // Twenty digits hold any UInt64; written from the last.
