@@ -16,6 +16,13 @@ struct StrictJSONTests {
         ("0", JSONValue.integer(0)),
         ("-0.5", JSONValue.number(-0.5)),
         ("9223372036854775808", JSONValue.number(9_223_372_036_854_775_808)),
+        // An inner object may use its outer object's keys.
+        (
+            #"{"a":{"a":1,"b":{"a":[]}},"b":{"b":2}}"#,
+            JSONValue.object([
+                "a": .object(["a": .integer(1), "b": .object(["a": .array([])])]), "b": .object(["b": .integer(2)]),
+            ])
+        ),
     ])
     func parsesValidJSON(text: String, expected: JSONValue) throws {
         #expect(try JSONValue.parse(Array(text.utf8)) == expected)
@@ -27,6 +34,9 @@ struct StrictJSONTests {
         ("{", "expected a quoted key"),
         (#"{"a":1,"a":2}"#, "duplicate key"),
         (#"{"a":1,"\u0061":2}"#, "duplicate key"),
+        // Behind members whose values are containers, each key is still compared with all the earlier ones.
+        (#"{"a":{"x":[1,{"y":2}]},"b":[],"c":{"a":1},"b":0}"#, "duplicate key \"b\""),
+        (#"{"a":[[],{}],"b":{"c":{"d":{}}},"a":0}"#, "duplicate key \"a\""),
         ("[1,]", "unexpected character"),
         ("01", "unexpected data"),
         ("1.", "invalid number"),

@@ -389,7 +389,7 @@ struct JSONTape {
         let index = nodes.count
         try append(.object, start: position, end: position)
         position += 1
-        var keys = KeyIndex()
+        var keys = KeyIndex(object: index)
         skipWhitespace(&position)
         if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
             position += 1
@@ -434,22 +434,37 @@ struct JSONTape {
 
     /// The keys of one object so far, for finding a duplicate in constant time per key.
     ///
-    /// Small objects (the usual) compare each new key with the few before it; from ``linearLimit`` keys on, keys
-    /// are found through a hash of their unescaped bytes (Swift's `Hasher` is seeded per process, so a peer cannot
-    /// aim for collisions), and compared only with the keys of the same hash.
+    /// Small objects (the usual) compare each new key with the few before it, found on the tape itself (each key's
+    /// value says where the next key is), so an object costs no allocation; from ``linearLimit`` keys on, keys are
+    /// found through a hash of their unescaped bytes (Swift's `Hasher` is seeded per process, so a peer cannot aim
+    /// for collisions), and compared only with the keys of the same hash.
     private struct KeyIndex {
         static let linearLimit = 16
+        /// The object's first key: the node after the object's own.
+        private let firstKey: Int
         private(set) var count = 0
-        private var small: [Int] = []
         private var byHash: [Int: [Int]] = [:]
 
-        /// Adds the key node at `index`; false when the object already has an equal key.
+        init(object: Int) {
+            firstKey = object + 1
+        }
+
+        /// Adds the key node at `index` (its value not parsed yet, every earlier member's complete); false when the
+        /// object already has an equal key.
         mutating func insert(_ index: Int, in tape: JSONTape) throws(JSONSyntaxError) -> Bool {
             if count < Self.linearLimit {
-                for other in small where try tape.keysEqual(other, index) { return false }
-                small.append(index)
-                if small.count == Self.linearLimit {
-                    for key in small { byHash[try tape.keyHash(key), default: []].append(key) }
+                var key = firstKey
+                while key != index {
+                    if try tape.keysEqual(key, index) { return false }
+                    key = Int(tape.nodes[key + 1].next)
+                }
+                if count + 1 == Self.linearLimit {
+                    key = firstKey
+                    while true {
+                        byHash[try tape.keyHash(key), default: []].append(key)
+                        if key == index { break }
+                        key = Int(tape.nodes[key + 1].next)
+                    }
                 }
             } else {
                 let hash = try tape.keyHash(index)
