@@ -573,6 +573,8 @@ class Tools(Checks):
             ["token", *app, "--resource=" + VAULT],
             ["token", *app, "--resource", VAULT, "--account", "nobody@contoso.example"],
             ["token", *app, "--scope", "api://unknown/Read"],
+            ["token", *app, "--scope", f"  {VAULT}/.default   openid ", "--scope", "profile"],
+            ["token", *app, "--scope", f"{VAULT}/.default \u00e9"],
             ["token", "--authority", self.provider.authority, "--resource", VAULT],
             ["token", *app, "--resource", VAULT, "--min-validity", "-1"],
             ["token", *app, "--resource", VAULT, "--client-id", "twice"],
