@@ -31,15 +31,19 @@ public final class AuditLog: Sendable {
         let caller: Caller
         let issue: TokenIssue
 
-        /// Hashes the issue's hash (made once) and the caller's numbers.
+        /// Hashes the issue's hash (made once), the caller's numbers, and an endpoint caller's grant and address.
         ///
         /// `==` still compares every field. Hashing the whole caller, its executable's path among them, was a quarter
         /// of what auditing a cached answer cost; its door, a string-valued enum, hashes a string too, and a process
-        /// nearly always comes through one door.
+        /// nearly always comes through one door. The grant and the address are nil but for the endpoint's callers,
+        /// which have no process numbers: unhashed, every container asking for one token fell on one hash, and the
+        /// window's count of repeats became a list searched end to end on each request.
         func hash(into hasher: inout Hasher) {
             hasher.combine(issue)
             hasher.combine(caller.pid)
             hasher.combine(caller.processID)
+            hasher.combine(caller.grant)
+            hasher.combine(caller.address)
         }
     }
 

@@ -20,8 +20,13 @@ struct EndpointRequest: Sendable {
     let correlationId: String
     /// The listener the request came to.
     let local: ListenAddress?
-    /// Who sent it, for the audit line.
+    /// Who sent it: address and port, for a refusal's log line.
     let remote: String
+    /// Who sent it, for the audit line: the address without the port.
+    ///
+    /// A client takes a new port for each connection: with it, each request was a caller of its own, written
+    /// again and never counted as a repeat.
+    let remoteHost: String
 
     /// The path App Service's clients are given in `IDENTITY_ENDPOINT`.
     static let path = "/msi/token"
@@ -72,7 +77,8 @@ struct EndpointRequest: Sendable {
                     guard let ip = address.ipAddress, let port = address.port else { return nil }
                     return try? ListenAddress.parse(ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)").get()
                 },
-                remote: remote.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "unknown"
+                remote: remote.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "unknown",
+                remoteHost: remote?.ipAddress ?? "unknown"
             )
         )
     }
@@ -126,7 +132,7 @@ extension IdentityEndpoint {
             executable: nil,
             via: .endpoint,
             grant: grant.label,
-            address: request.remote
+            address: request.remoteHost
         )
         let answer: Answer<AcquireTokenResult>
         do {

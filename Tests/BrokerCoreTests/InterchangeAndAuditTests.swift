@@ -1,9 +1,10 @@
 import BrokerCache
-import BrokerCore
 import BrokerProtocol
 import BrokerTestSupport
 import Foundation
 import Testing
+
+@testable import BrokerCore
 
 struct InterchangeTests {
     /// What one import brings in, an export gives back, and the token is served from it.
@@ -99,6 +100,46 @@ struct AuditTests {
         #expect(summaries.count == 1)
         #expect(summaries.first?.contains("caller_exe=/usr/bin/other-app") == true)
         #expect(summaries.first?.contains("repeats=1") == true)
+    }
+
+    /// The endpoint's callers have no process numbers: their grant and address tell them apart, in the count of
+    /// repeats and in its hash (unhashed, a hundred containers' callers made one chain searched end to end).
+    @Test func tellsApartEndpointCallersByGrantAndAddress() async throws {
+        let fixture = try await BrokerFixture()
+        let callers = (0..<100).map { index in
+            Caller(
+                pid: 0,
+                uid: .max,
+                gid: .max,
+                executable: nil,
+                via: .endpoint,
+                grant: index.isMultiple(of: 2) ? "build-agent" : "devcontainer",
+                address: "10.0.0.\(index / 2)"
+            )
+        }
+        for caller in callers + callers.prefix(10) { _ = try await fixture.silent(caller: caller) }
+        await fixture.broker.audit.written()
+        let firsts = fixture.logs.lines(containing: "token issued").filter { !$0.contains("again") }
+        #expect(firsts.count == 100)
+        #expect(firsts.contains { $0.contains("caller_grant=devcontainer") && $0.contains("caller_address=10.0.0.49") })
+        fixture.broker.audit.flush()
+        await fixture.broker.audit.written()
+        #expect(fixture.logs.lines(containing: "token issued again").count == 10)
+
+        let issue = AuditLog.TokenIssue(
+            clientId: CacheFixtures.clientId,
+            scopes: ["https://graph.microsoft.com/User.Read"],
+            account: Account(
+                identifier: "uid.utid",
+                username: "ada@contoso.com",
+                environment: "login.microsoftonline.com",
+                realm: "utid",
+                localAccountId: "uid"
+            ),
+            source: .cache
+        )
+        let hashes = Set(callers.map { AuditLog.Issuance(caller: $0, issue: issue).hashValue })
+        #expect(hashes.count == callers.count)
     }
 
     /// When the window ends on the clock, the next issuance writes the window's summary and is written itself.

@@ -45,6 +45,7 @@ struct EndpointRequestTests {
         #expect(request.correlationId == "req-1")
         #expect(request.local == (try? ListenAddress.parse("172.17.0.1:41234").get()))
         #expect(request.remote == "172.17.0.2:50000")
+        #expect(request.remoteHost == "172.17.0.2")
     }
 
     /// Each malformed request gets its status, and a message that names the fault.

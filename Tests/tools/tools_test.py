@@ -365,6 +365,10 @@ class Tools(Checks):
         log = (self.directory / "daemon.log").read_text()
         expect("caller_grant=devcontainer" in log, "no audit line names the grant's label")
         expect("caller_via=endpoint" in log, "no audit line says the endpoint")
+        # The container's address without the port: each connection takes a new one, and the SDKs' repeated asks of
+        # one container are one caller, counted as repeats.
+        expect(f"caller_address={CONTAINER_SIDE} " in log, "no audit line names the container's address")
+        expect(f"caller_address={CONTAINER_SIDE}:" not in log, "an audit line names a connection's port")
         for name, value in self.bridge.items():
             if name == "IDENTITY_HEADER":
                 expect(value not in log, "the grant's secret is in the daemon's log")
