@@ -67,6 +67,8 @@ struct EndpointRequest: Sendable {
         let requestId = head.headers.first(name: "x-ms-client-request-id").flatMap { id in
             id.count <= 64 && id.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7f } ? id : nil
         }
+        // Once: the C library writes an address as text through sprintf (3,000 instructions).
+        let remoteHost = remote.map { $0.ipAddress ?? "?" } ?? "unknown"
         return .success(
             EndpointRequest(
                 secret: secret,
@@ -77,8 +79,8 @@ struct EndpointRequest: Sendable {
                     guard let ip = address.ipAddress, let port = address.port else { return nil }
                     return try? ListenAddress.parse(ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)").get()
                 },
-                remote: remote.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "unknown",
-                remoteHost: remote?.ipAddress ?? "unknown"
+                remote: remote.map { "\(remoteHost):\($0.port ?? 0)" } ?? "unknown",
+                remoteHost: remoteHost
             )
         )
     }
