@@ -77,6 +77,64 @@ import Testing
         #expect(account["passwordExpiry"] as? Int == 0)
     }
 
+    /// A client asking the same again gets the broker's answer again (the request read and the answer written as
+    /// the call before's were); another account's request gets its own, and so does the first one's after it.
+    @Test func askingAgainGetsTheBrokersAnswerAgain() async throws {
+        let document = CacheFixtures.msalCache(people: [CacheFixtures.ada, CacheFixtures.alan])
+        let broker = TokenBroker(
+            cache: try await TokenCache(
+                store: InMemoryTokenStore(try MSALCacheDocument.read(Data(CacheFixtures.text(document).utf8)).entries)
+            ),
+            configuration: BrokerConfiguration(),
+            logger: Logger(label: "test"),
+            audit: AuditLog(logger: Logger(label: "audit"), window: .zero, clock: TestClock(start: Date())),
+            transport: ScriptedTransport.refusingProvider(),
+            clock: TestClock(start: Date())
+        )
+        let translator = Broker1Translator(
+            handlers: broker.handlers(status: nil),
+            owner: .none,
+            releaseVersion: TokenBroker.version
+        )
+        func ask(_ method: String, _ request: String) async -> String {
+            let reply = translator.answer(
+                method: method,
+                correlationId: "",
+                request: request,
+                caller: caller,
+                display: { nil }
+            )
+            switch reply {
+            case .now(let json): return json
+            case .later(let work): return await work()
+            }
+        }
+        func silent(_ username: String) -> String {
+            """
+            {"authParameters":{"clientId":"\(CacheFixtures.clientId)","authority":"\(CacheFixtures.authority)",
+             "requestedScopes":["\(Self.scope)"],"username":"\(username)"}}
+            """
+        }
+        let ada = await ask("acquireTokenSilently", silent("ada@contoso.com"))
+        #expect(ada.contains(#""username":"ada@contoso.com""#))
+        #expect(await ask("acquireTokenSilently", silent("ada@contoso.com")) == ada)
+        let alan = await ask("acquireTokenSilently", silent("alan@contoso.com"))
+        #expect(alan.contains(#""username":"alan@contoso.com""#))
+        #expect(await ask("acquireTokenSilently", silent("alan@contoso.com")) == alan)
+        #expect(await ask("acquireTokenSilently", silent("ada@contoso.com")) == ada)
+        // Ada's sign-in removed: the broker's answer says so, not the one written for her before.
+        let removal = #"{"clientId":"\#(CacheFixtures.clientId)","account":{"username":"ada@contoso.com"}}"#
+        _ = await ask("removeAccount", removal)
+        let after = try #require(
+            try JSONSerialization.jsonObject(
+                with: Data(await ask("acquireTokenSilently", silent("ada@contoso.com")).utf8)
+            )
+                as? [String: Any]
+        )
+        #expect(status(after) == 2)
+        #expect(await ask("acquireTokenSilently", silent("alan@contoso.com")) == alan)
+    }
+
     /// The accounts of a client come as 14-member objects; an unknown client sees none.
     @Test func accountsOfAClient() async throws {
         let known = try await answer("getAccounts", #"{"clientId":"\#(CacheFixtures.clientId)","redirectUri":"x"}"#)
