@@ -77,7 +77,7 @@ struct AuditTests {
         #expect(summaries.first?.contains("repeats=4") == true)
     }
 
-    /// Callers that differ only in what the audit does not hash (the executable, a grant, an address, the door) are
+    /// Callers that differ only in what the audit does not hash (the executable, the door) or only in a grant are
     /// still told apart: each one's first issuance is written, and a repeat counts for its own caller.
     @Test func tellsApartCallersWithTheSameProcessNumbers() async throws {
         let fixture = try await BrokerFixture()
