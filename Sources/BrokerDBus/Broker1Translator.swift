@@ -389,7 +389,8 @@ public struct Broker1Translator: Sendable {
 }
 
 /// The silent request a translator read last and the token answer it wrote last, for the clients that ask the same
-/// over and over (MSAL asks before each use of a token).
+/// over and over: clients that keep no tokens of their own, and MSALRuntime in each new process of an app (a CLI or a
+/// script is a process per use) where no Secret Service holds its cache.
 ///
 /// Reading the request and writing the answer through Codable were 240,000 of the 600,000 instructions a cached answer
 /// took on the bus's thread (callgrind). Only what is a function of them is kept: the broker still answers (and
