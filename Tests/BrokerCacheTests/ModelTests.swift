@@ -48,6 +48,19 @@ struct ModelTests {
         #expect(written.objectValue?["SomethingNew"] == .object(["k": .object(["v": .integer(1)])]))
     }
 
+    /// An unknown section's entry with an empty key is skipped: the empty key stands for an unknown section that is
+    /// no object, and writing the entry back replaced its whole section (what the fuzzer found).
+    @Test func anUnknownSectionsEmptyKeyIsSkippedAndTheRoundTripHolds() throws {
+        let text = #"{"SomethingNew": {"": {"a": 1, "b": 2}, "k": {"v": 1}}, "Scalar": 7}"#
+        let (entries, skipped) = try MSALCacheDocument.read(Data(text.utf8))
+        #expect(skipped.map(\.entry) == ["SomethingNew/"])
+        let again = try MSALCacheDocument.read(try MSALCacheDocument.write(entries))
+        #expect(Set(again.entries) == Set(entries))
+        let written = try JSONValue.parse(Array(try MSALCacheDocument.write(entries)))
+        #expect(written.objectValue?["SomethingNew"] == .object(["k": .object(["v": .integer(1)])]))
+        #expect(written.objectValue?["Scalar"] == .integer(7))
+    }
+
     /// Times are decimal epoch seconds; other spellings a lenient number parser would take are unreadable, not
     /// "expired".
     @Test(arguments: [

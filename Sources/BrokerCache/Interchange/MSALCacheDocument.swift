@@ -33,6 +33,12 @@ public enum MSALCacheDocument {
                 continue
             }
             for (key, member) in members.sorted(by: { $0.key < $1.key }) {
+                // An unknown section's entries are kept by their keys, and the empty key stands for a section that
+                // is no object (written back whole): an entry under it would replace its section on the way out.
+                if case .other = section, key.isEmpty {
+                    skipped.append(SkippedEntry(entry: "\(name)/", reason: "an entry with an empty key"))
+                    continue
+                }
                 do {
                     let entry = try CacheEntry(section: section, key: key, value: member)
                     // As an import would skip it (Protocol/ §9.6): what is read is what is written back.
