@@ -150,6 +150,15 @@ for r in by("single_flight_calls"):
     print(f"- token-endpoint calls for those {r['rounds']} rounds of {r['callers']} callers: {r['token_calls']} "
           f"({r['token_calls'] / r['rounds']:.2f} per round)")
 
+counted = {r["path"]: r for r in by("instructions")}
+if counted:
+    print("\n### Instructions per answer (callgrind; the machine's speed does not move them)\n")
+    for path, what in (("cached", "cached `acquireTokenSilently`"), ("refresh", "silent request that refreshes")):
+        if path in counted:
+            r = counted[path]
+            print(f"- {what}: {r['event_loop_per_request'] / 1000:,.1f} k on the event loop, "
+                  f"{r['daemon_per_request'] / 1000:,.1f} k in all the daemon's threads ({r['requests']:,} requests)")
+
 # Issue 15's targets, judged against this run alone: where a target has a floor, the ratio to the floor measured in
 # the same run decides (the machine's speed moves both alike; see BENCHMARKS.md, sixteenth pass).
 verdicts = []
@@ -192,6 +201,8 @@ if 10 in lookups and 10000 in lookups:
 if shares:
     share = median([r["broker_p50_us"] for r in shares])
     floor_note = f"; {spread(ratios, '{:.1f}')}× its floor's mean" if floors and ratios else ""
+    if "refresh" in counted:
+        floor_note += f"; {counted['refresh']['event_loop_per_request'] / 1000:,.0f} k instructions on the event loop"
     judge("the broker's share of a silent request that refreshes ≤ 300 µs", f"{share:.0f} µs{floor_note}", share <= 300)
 if verdicts:
     print("\n### Against issue 15's targets, in this run\n")
