@@ -25,7 +25,7 @@ struct EndpointRequest: Sendable {
     /// A client takes a new port for each connection: with it, each request was a caller of its own, written
     /// again and never counted as a repeat.
     let remoteHost: String
-    /// The port it was sent from, when the peer has one.
+    /// The port it was sent from (0 for an address without one); nil when the peer is unknown.
     let remotePort: Int?
 
     /// Who sent it: address and port, for a refusal's log line.
