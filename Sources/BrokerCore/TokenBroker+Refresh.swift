@@ -52,9 +52,11 @@ final class RefreshKey: Hashable, Sendable {
 }
 
 extension TokenBroker {
-    /// Refreshes started, and silent requests that waited for one already under way instead of starting their own.
-    public var refreshCounts: (started: Int, joined: Int) {
-        refreshes.counts
+    /// Refreshes started; silent requests that waited for one already under way instead of starting their own; and
+    /// refreshes that waited for another one's redemption of the same refresh token to end.
+    public var refreshCounts: (started: Int, joined: Int, waitedForToken: Int) {
+        let (started, joined) = refreshes.counts
+        return (started, joined, redemptions.waited)
     }
 
     /// Whether anything is under way that must not be cut off: a refresh or a write in line (a rotated token must
@@ -74,6 +76,10 @@ extension TokenBroker {
     /// seen tries the family refresh tokens, and learns from `client_mismatch` that it is not in the family; a
     /// family app uses them; then the app's own refresh tokens, newest first.
     ///
+    /// A refresh token is redeemed by one request at a time (``redemptions``): requests for other scopes, or other
+    /// apps of the family, that need the same token wait for the one under way, then use the token it rotated in.
+    /// Presented again, the token it rotated out would make a provider that detects reuse revoke the sign-in.
+    ///
     /// When the provider cannot be reached, a cached access token that is still valid is the answer.
     func refresh(
         _ request: SilentRequest,
@@ -81,10 +87,7 @@ extension TokenBroker {
         correlationId: String
     ) async throws(BrokerFailure) -> TokenResult {
         let account = found.cacheAccount
-        let environments = request.authority.environmentAliases
-        let candidates = try cache.read { contents in
-            contents.refreshCandidates(for: request.clientId, account: account, environments: environments)
-        }
+        var candidates = try refreshCandidates(for: request, account: account)
         guard !candidates.isEmpty else {
             throw BrokerFailure(
                 .interactionRequired,
@@ -105,73 +108,157 @@ extension TokenBroker {
             requestedScopes: request.scopes,
             account: account
         )
-        var lastFailure: BrokerFailure?
-        var familyRefused = false
-        for candidate in candidates {
-            if familyRefused && candidate.clientId.lowercased() != request.clientId.lowercased() { continue }
-            let redeemed: (response: TokenResponse, claims: [String: JSONValue]?)
-            do {
-                redeemed = try await redeem(
+        var attempt = RefreshAttempt()
+        var next = 0
+        while next < candidates.count {
+            let candidate = candidates[next]
+            next += 1
+            guard attempt.shouldTry(candidate, for: request.clientId) else { continue }
+            let outcome = try await redemptions.withLock(candidate.secret) {
+                () async throws(BrokerFailure) -> Redemption in
+                // The turn may have come after another request's redemption of this token ended: it rotated the
+                // token, or found it dead. Then this one starts again from what the cache holds now.
+                guard try cache.read({ $0.refreshTokens[candidate.id.key]?.secret == candidate.secret }) else {
+                    return .stale
+                }
+                return try await redeem(
                     candidate,
                     for: request,
+                    found: found,
                     context: context,
                     metadata: metadata,
                     correlationId: correlationId
                 )
-            } catch {
-                let failure = BrokerFailure(oauth: error, correlationId: correlationId)
-                switch error.kind {
-                case .rejected where error.suberror == "client_mismatch":
-                    // The app is not in the family: remember it, as MSAL does, and use its own tokens.
-                    familyRefused = true
-                    lastFailure = failure
-                    await markOutsideFamily(request.clientId, environment: account.environment)
-                case .rejected where error.suberror == "bad_token":
-                    // The provider says this refresh token is dead (revoked, or replayed): keeping it helps no one.
-                    lastFailure = failure
-                    await forget(candidate)
-                case .rejected where error.requiresInteraction:
-                    lastFailure = failure
-                case .rejected where error.error == "invalid_scope":
-                    // Scopes beyond what the user granted: only a sign-in can grant them.
-                    lastFailure = BrokerFailure(
-                        .interactionRequired,
-                        "the sign-in did not grant these scopes; sign in interactively to ask for them",
-                        details: failure.details
-                    )
-                case .unavailable, .throttled, .invalidResponse, .canceled, .expired:
-                    return try await fallback(found, request: request, failure: failure, correlationId: correlationId)
-                case .rejected, .invalidRequest:
-                    throw failure
-                }
-                continue
             }
-            let now = nowSeconds
-            let issued = try cache.read { contents throws(BrokerFailure) in
-                try IssuedTokens(
-                    redeemed.response,
-                    for: context,
-                    claims: redeemed.claims,
-                    redeemed: candidate,
-                    in: contents,
-                    now: now
-                )
+            switch outcome {
+            case .answered(let result):
+                return result
+            case .failed(let failure, let outsideFamily):
+                attempt.failed(candidate, failure, outsideFamily: outsideFamily)
+            case .stale:
+                // Another redemption changed the tokens while this one waited: start again from the current ones.
+                candidates = try refreshCandidates(for: request, account: account)
+                next = 0
             }
-            // The answer does not wait for the disk: the write is in line before anyone can ask again, and memory
-            // already answers with the new tokens (a second refresh never redeems the rotated-out token).
-            return try await store(
-                issued,
-                clientInfo: redeemed.response.clientInfo,
-                correlationId: correlationId,
-                waitingFor: .memory
-            )
         }
-        throw lastFailure
+        throw attempt.lastFailure
             ?? BrokerFailure(
                 .interactionRequired,
                 "sign in interactively",
                 details: .init(correlationId: correlationId)
             )
+    }
+
+    /// The refresh tokens a request may redeem, in the order to try them.
+    private func refreshCandidates(
+        for request: SilentRequest,
+        account: AccountEntry
+    ) throws(BrokerFailure) -> [RefreshToken] {
+        let environments = request.authority.environmentAliases
+        return try cache.read { contents in
+            contents.refreshCandidates(for: request.clientId, account: account, environments: environments)
+        }
+    }
+
+    /// What one refresh token's turn came to.
+    private enum Redemption {
+        /// The caller's answer: new tokens, or the cached one while the provider is down.
+        case answered(TokenResult)
+        /// The provider refused the token; `outsideFamily` when it said the app is not in the token's family.
+        case failed(BrokerFailure, outsideFamily: Bool)
+        /// The cache no longer holds the token: another redemption rotated or removed it while this one waited.
+        case stale
+    }
+
+    /// The refresh tokens a request tried, and why the last one failed.
+    private struct RefreshAttempt {
+        private var tried: Set<Secret> = []
+        private var familyRefused = false
+        private(set) var lastFailure: BrokerFailure?
+
+        /// Whether `candidate` is worth a try: not tried already (before a restart), and not a family token once
+        /// the provider said the app is outside the family.
+        func shouldTry(_ candidate: RefreshToken, for clientId: String) -> Bool {
+            !tried.contains(candidate.secret)
+                && !(familyRefused && candidate.clientId.lowercased() != clientId.lowercased())
+        }
+
+        mutating func failed(_ candidate: RefreshToken, _ failure: BrokerFailure, outsideFamily: Bool) {
+            tried.insert(candidate.secret)
+            familyRefused = familyRefused || outsideFamily
+            lastFailure = failure
+        }
+    }
+
+    /// Redeems `candidate` and stores what the provider answered, during the token's turn; the failures the next
+    /// candidate may mend are returned, the rest thrown.
+    private func redeem(
+        _ candidate: RefreshToken,
+        for request: SilentRequest,
+        found: CacheLookup,
+        context: IssueContext,
+        metadata: ProviderMetadata,
+        correlationId: String
+    ) async throws(BrokerFailure) -> Redemption {
+        let redeemed: (response: TokenResponse, claims: [String: JSONValue]?)
+        do {
+            redeemed = try await redeem(
+                candidate,
+                for: request,
+                context: context,
+                metadata: metadata,
+                correlationId: correlationId
+            )
+        } catch {
+            let failure = BrokerFailure(oauth: error, correlationId: correlationId)
+            switch error.kind {
+            case .rejected where error.suberror == "client_mismatch":
+                // The app is not in the family: remember it, as MSAL does, and use its own tokens.
+                await markOutsideFamily(request.clientId, environment: found.cacheAccount.environment)
+                return .failed(failure, outsideFamily: true)
+            case .rejected where error.suberror == "bad_token":
+                // The provider says this refresh token is dead (revoked, or replayed): keeping it helps no one.
+                await forget(candidate)
+                return .failed(failure, outsideFamily: false)
+            case .rejected where error.requiresInteraction:
+                return .failed(failure, outsideFamily: false)
+            case .rejected where error.error == "invalid_scope":
+                // Scopes beyond what the user granted: only a sign-in can grant them.
+                let interaction = BrokerFailure(
+                    .interactionRequired,
+                    "the sign-in did not grant these scopes; sign in interactively to ask for them",
+                    details: failure.details
+                )
+                return .failed(interaction, outsideFamily: false)
+            case .unavailable, .throttled, .invalidResponse, .canceled, .expired:
+                return .answered(
+                    try await fallback(found, request: request, failure: failure, correlationId: correlationId)
+                )
+            case .rejected, .invalidRequest:
+                throw failure
+            }
+        }
+        let now = nowSeconds
+        let issued = try cache.read { contents throws(BrokerFailure) in
+            try IssuedTokens(
+                redeemed.response,
+                for: context,
+                claims: redeemed.claims,
+                redeemed: candidate,
+                in: contents,
+                now: now
+            )
+        }
+        // The answer does not wait for the disk: the write is in line before anyone can ask again, and memory
+        // already answers with the new tokens (the next turn never redeems the rotated-out token).
+        return .answered(
+            try await store(
+                issued,
+                clientInfo: redeemed.response.clientInfo,
+                correlationId: correlationId,
+                waitingFor: .memory
+            )
+        )
     }
 
     /// Redeems one refresh token: the response and its id_token's checked claims.
@@ -278,9 +365,13 @@ extension TokenBroker {
         }
     }
 
+    /// Removes a refresh token the provider called dead, unless the cache holds another one in its place by now (a
+    /// sign-in's).
     private func forget(_ refreshToken: RefreshToken) async {
+        let id = refreshToken.id
+        guard (try? cache.read({ $0.refreshTokens[id.key]?.secret == refreshToken.secret })) == true else { return }
         do {
-            try await cache.commit(CacheChanges(deletions: [refreshToken.id]))
+            try await cache.commit(CacheChanges(deletions: [id]))
         } catch {
             logger.error("a dead refresh token could not be removed", metadata: ["error": "\(error)"])
         }

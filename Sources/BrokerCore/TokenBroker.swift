@@ -11,7 +11,8 @@ public import Logging
 /// No sockets here: the server hands it decoded requests and the caller's identity.
 ///
 /// Every part is safe to use from any thread: the cache has its own lock, refreshes under way are shared through
-/// a ``SingleFlight``, and running sign-ins are kept in a ``FlowRegistry``. Cached tokens are served in parallel.
+/// a ``SingleFlight`` (and a refresh token is redeemed by one of them at a time, through a ``KeyedLock``), and
+/// running sign-ins are kept in a ``FlowRegistry``. Cached tokens are served in parallel.
 public final class TokenBroker: Sendable {
     /// The broker's release version.
     public static let version = "0.4.0"
@@ -28,6 +29,8 @@ public final class TokenBroker: Sendable {
     let identityProviders: IdentityProviders
     /// Refreshes under way, by what they refresh: callers of the same one share it.
     let refreshes = SingleFlight<RefreshKey, TokenResult, BrokerFailure>()
+    /// Refresh tokens being redeemed: one redemption of a token at a time, whatever the requests that need it.
+    let redemptions = KeyedLock<Secret>()
     /// Interactive sign-ins running, by correlation id.
     let flows = FlowRegistry()
     /// Silent requests' answers from the cache, kept encoded.

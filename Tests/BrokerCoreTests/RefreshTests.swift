@@ -167,6 +167,53 @@ struct RefreshTests {
         #expect(counts.started == 1 && counts.joined == 49)
     }
 
+    /// Requests for other scopes, and another app of the family, that need the refresh token being redeemed wait
+    /// for it, then redeem the one it rotated in: this provider, like one that detects reuse, revokes the sign-in
+    /// when a rotated-out token comes back.
+    @Test(arguments: [false, true])
+    func aRefreshTokenIsRedeemedOnceAtATime(family: Bool) async throws {
+        let valid = Mutex<(token: String, issued: Int)>(("RT-SECRET-1-\(CacheFixtures.ada.oid)", 0))
+        let transport = ScriptedTransport.provider { request in
+            valid.withLock { valid in
+                guard request.formFields["refresh_token"] == valid.token else {
+                    valid.token = "revoked"
+                    return ScriptedTransport.json(400, ["error": "invalid_grant", "suberror": "bad_token"])
+                }
+                valid.issued += 1
+                valid.token = "RT-NEW-\(valid.issued)"
+                return Self.issued("\(valid.issued)", foci: family)
+            }
+        }
+        let fixture = try await BrokerFixture(
+            documents: [Self.staleCache(familyId: family ? "1" : nil)],
+            transport: transport
+        )
+        // The first redemption is answered once the two other requests wait for their turn (were they let through,
+        // they would be held too, having presented the same token, and fail after eventTimeout).
+        let broker = fixture.broker
+        transport.holdAnswers(endingIn: "/token") { broker.refreshCounts.waitedForToken == 2 }
+        let requests: [(clientId: String, scopes: [String])] = [
+            (CacheFixtures.clientId, ["https://graph.microsoft.com/User.Read"]),
+            (CacheFixtures.clientId, ["Files.Read"]),
+            (family ? Self.family : CacheFixtures.clientId, ["Mail.Read"]),
+        ]
+        let tokens = try await withThrowingTaskGroup(of: String.self) { group in
+            for request in requests {
+                group.addTask {
+                    try await fixture.silent(clientId: request.clientId, scopes: request.scopes).accessToken.reveal()
+                }
+            }
+            return try await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(Set(tokens) == ["AT-NEW-1", "AT-NEW-2", "AT-NEW-3"])
+        #expect(fixture.broker.refreshCounts.waitedForToken == 2)
+        #expect(transport.count(endingIn: "/token") == 3)
+        // The sign-in lives on: the last rotated token is the one kept, and it still works.
+        #expect(await refreshTokens(fixture) == ["RT-NEW-3"])
+        let next = try await fixture.silent(scopes: ["Calendars.Read"])
+        #expect(next.accessToken.reveal() == "AT-NEW-4")
+    }
+
     @Test func aClaimsChallengeGoesToTheProvider() async throws {
         let transport = ScriptedTransport.provider { _ in Self.issued("claims") }
         let fixture = try await BrokerFixture(transport: transport)

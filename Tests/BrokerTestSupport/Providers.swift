@@ -164,6 +164,18 @@ public struct EntraTestProvider: Sendable {
         Int(try await control("stats")["tokenRequests"]?.integerValue ?? -1)
     }
 
+    /// Waits until `count` token answers have waited out the provider's delay (`/_test/delay`) at one time, since
+    /// it was started or reset.
+    public func waitUntilAnswersAreHeld(_ count: Int) async throws {
+        let deadline = ContinuousClock.now + eventTimeout
+        while Int(try await control("stats")["peakDelayedAnswers"]?.integerValue ?? 0) < count {
+            guard ContinuousClock.now < deadline else {
+                throw TestSetupError("gave up waiting: \(count) token answers held by the provider's delay")
+            }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+    }
+
     /// Token endpoint requests of one grant type so far.
     public func tokenRequests(grant: String) async throws -> Int {
         Int(try await control("stats")["byGrant"]?.objectValue?[grant]?.integerValue ?? -1)

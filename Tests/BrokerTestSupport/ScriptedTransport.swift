@@ -14,7 +14,7 @@ public final class ScriptedTransport: HTTPTransport {
 
     private let state = Mutex<(answers: [Answer], sent: [HTTPRequest])>(([], []))
     private let handler: (@Sendable (HTTPRequest) -> Answer)?
-    private let answerHold: Mutex<(@Sendable () -> Bool)?> = Mutex(nil)
+    private let answerHold: Mutex<(suffix: String?, condition: @Sendable () -> Bool)?> = Mutex(nil)
 
     /// Answers from `answers`, in order; once they run out, every request fails as refused.
     public init(_ answers: [Answer] = []) {
@@ -27,15 +27,16 @@ public final class ScriptedTransport: HTTPTransport {
         self.handler = handler
     }
 
-    /// Makes every later answer wait until `condition` holds (and fail as a connection error when it does not within
-    /// ``eventTimeout``): a test holds the first request until the callers it expects have joined it.
-    public func holdAnswers(until condition: @escaping @Sendable () -> Bool) {
-        answerHold.withLock { $0 = condition }
+    /// Makes every later answer (to a URL ending in `suffix`, when given) wait until `condition` holds, and fail as a
+    /// connection error when it does not within ``eventTimeout``: a test holds the first request until the callers
+    /// it expects have joined it.
+    public func holdAnswers(endingIn suffix: String? = nil, until condition: @escaping @Sendable () -> Bool) {
+        answerHold.withLock { $0 = (suffix, condition) }
     }
 
     /// Records the request and answers it.
     public func send(_ request: HTTPRequest, timeout: Duration) async throws(TransportError) -> HTTPResponse {
-        if let condition = answerHold.withLock({ $0 }) {
+        if let (suffix, condition) = answerHold.withLock({ $0 }), suffix.map(request.url.path.hasSuffix) ?? true {
             do {
                 try await waitUntil("the held request may be answered", condition)
             } catch {

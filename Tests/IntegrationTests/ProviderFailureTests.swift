@@ -211,6 +211,30 @@ import Testing
         #expect(try await daemon.stop() == 0)
     }
 
+    /// Apps asking at once for other scopes, or as another app of the family, redeem one refresh token in turn.
+    ///
+    /// The provider rotates it and detects reuse (the token it rotated out, presented again, revokes every token of
+    /// the user), so each request redeems the token the one before rotated in, and the sign-in lives on.
+    @Test func requestsNeedingOneRefreshTokenRedeemItInTurn() async throws {
+        let (provider, daemon, broker) = try await signedIn()
+        try await provider.control("delay", ["ms": 1000])
+        let before = try await provider.tokenRequests()
+        let first = Task { try await silent(broker, provider, scopes: ["api://tokenbroker-tests/First.Read"]) }
+        // The first answer is held at the provider, its refresh token rotated out already: the others ask now.
+        try await provider.waitUntilAnswersAreHeld(1)
+        async let other = silent(broker, provider, scopes: ["api://tokenbroker-tests/Other.Read"])
+        async let family = broker.acquireTokenSilent(
+            TokenRequest(clientId: EntraTestProvider.familyClientY, scopes: [scope], authority: provider.authority)
+        )
+        let sources = try await [first.value, other, family].map(\.tokenSource)
+        #expect(sources == [.identityProvider, .identityProvider, .identityProvider])
+        #expect(try await provider.tokenRequests() == before + 3)
+        try await provider.control("reset", [:])
+        #expect(try await forcedToken(broker, provider).tokenSource == .identityProvider)
+        #expect(try await refreshTokenCount(broker) == 1)
+        try await stop(provider, daemon, broker)
+    }
+
     /// The user's refresh tokens were revoked: interaction_required with the provider's error.
     @Test func aRevokedTokenNeedsASignIn() async throws {
         let (provider, daemon, broker) = try await signedIn()
