@@ -52,12 +52,22 @@ public final class TokenCache: Sendable {
     /// The commits in line for the store.
     private struct WriteLine {
         /// Commits waiting for the disk that are in line and not yet in the contents: a commit that waits only for
-        /// memory goes in line behind them, never ahead.
+        /// memory waits for them to be in the contents, never going ahead.
         var durableAhead = 0
-        /// Commits in line, of both kinds.
+        /// Commits in line, of both kinds, those waiting behind the disk's included.
         var count = 0
+        /// Commits that wait only for memory, waiting for those that wait for the disk to be in the contents.
+        var behindTheDisk: [CheckedContinuation<Void, Never>] = []
         /// Who waits for the line to empty.
         var drained: [CheckedContinuation<Void, Never>] = []
+
+        /// One commit waiting for the disk is in the contents (or failed); those behind the disk when none is left.
+        mutating func durableLeft() -> [CheckedContinuation<Void, Never>] {
+            durableAhead -= 1
+            guard durableAhead == 0 else { return [] }
+            defer { behindTheDisk = [] }
+            return behindTheDisk
+        }
     }
 
     /// Writes that failed since the cache was opened (a full disk, a read-only file system), for status.
@@ -253,10 +263,13 @@ public final class TokenCache: Sendable {
     }
 
     /// Commits `changes`: when `wait` is ``CommitWait/disk``, writes them durably, then applies them in memory; when
-    /// it is ``CommitWait/memory``, applies them in memory and puts their write in line (or, behind a commit that
-    /// waits for the disk, waits like it).
+    /// it is ``CommitWait/memory``, applies them in memory (once the commits ahead that wait for the disk are) and
+    /// puts their write in line.
     public func commit(_ changes: CacheChanges, waitingFor wait: CommitWait = .disk) async throws {
-        if wait == .memory, try commitAhead(changes) { return }
+        if wait == .memory {
+            _ = try await commitInMemory(changes)
+            return
+        }
         do {
             try await commitDurably(changes)
             if changes.upserts.count + changes.deletions.count >= FreeMemory.bulk { FreeMemory.release() }
@@ -266,26 +279,67 @@ public final class TokenCache: Sendable {
         }
     }
 
-    /// Applies `changes` in memory and puts their write in line; false, having done nothing, when a commit that
-    /// waits for the disk is in line and not yet in memory (this one would overtake it).
-    private func commitAhead(_ changes: CacheChanges) throws -> Bool {
+    /// Commits `changes` as ``CommitWait/memory`` does, provided `condition` holds of the contents once every commit
+    /// ahead of it is in them; false, having changed nothing, when it does not.
+    ///
+    /// A refresh keeps its tokens only while the refresh token it redeemed is still cached: a sign-out that came
+    /// first, even one still on its way to the disk, wins, and the account does not come back.
+    public func commitInMemory(
+        _ changes: CacheChanges,
+        provided condition: (borrowing CacheContents) -> Bool = { _ in true }
+    ) async throws -> Bool {
         try changes.checkStorable()
-        return line.withLock { line -> Bool in
-            guard line.durableAhead == 0 else { return false }
-            let generation = apply(changes, unwritten: true)
-            line.count += 1
-            store.enqueueCommit(changes) {
-                self.secretsWritten(by: generation)
-            } completion: { error in
-                if let error {
-                    self.recordFailure(
-                        error,
-                        "a cache write failed after its tokens were handed out: memory keeps them, the disk has what it had before"
-                    )
+        var placed = false
+        while true {
+            let committed = line.withLock { line -> Bool? in
+                if !placed {
+                    // Its place in line from now on, so that finishWrites waits for it.
+                    line.count += 1
+                    placed = true
                 }
-                self.writeEnded()
+                guard line.durableAhead == 0 else { return nil }
+                guard contents.read(condition) else { return false }
+                enqueueInMemory(changes)
+                return true
             }
-            return true
+            switch committed {
+            case true?:
+                return true
+            case false?:
+                writeEnded()
+                return false
+            case nil:
+                await durableCommitsApplied()
+            }
+        }
+    }
+
+    /// Waits until no commit that waits for the disk is in line and not yet in the contents.
+    private func durableCommitsApplied() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let applied = line.withLock { line -> Bool in
+                guard line.durableAhead > 0 else { return true }
+                line.behindTheDisk.append(continuation)
+                return false
+            }
+            if applied { continuation.resume() }
+        }
+    }
+
+    /// Applies `changes` in memory and puts their write in line, in the place already counted for it; called with
+    /// the line locked and no commit waiting for the disk ahead.
+    private func enqueueInMemory(_ changes: CacheChanges) {
+        let generation = apply(changes, unwritten: true)
+        store.enqueueCommit(changes) {
+            self.secretsWritten(by: generation)
+        } completion: { error in
+            if let error {
+                self.recordFailure(
+                    error,
+                    "a cache write failed after its tokens were handed out: memory keeps them, the disk has what it had before"
+                )
+            }
+            self.writeEnded()
         }
     }
 
@@ -296,12 +350,16 @@ public final class TokenCache: Sendable {
                 line.durableAhead += 1
                 line.count += 1
                 store.enqueueCommit(changes) {
-                    self.line.withLock { line in
+                    let behind = self.line.withLock { line in
                         _ = self.apply(changes, unwritten: false)
-                        line.durableAhead -= 1
+                        return line.durableLeft()
                     }
+                    for commit in behind { commit.resume() }
                 } completion: { error in
-                    if error != nil { self.line.withLock { $0.durableAhead -= 1 } }
+                    if error != nil {
+                        let behind = self.line.withLock { $0.durableLeft() }
+                        for commit in behind { commit.resume() }
+                    }
                     self.writeEnded()
                     if let error { continuation.resume(throwing: error) } else { continuation.resume() }
                 }

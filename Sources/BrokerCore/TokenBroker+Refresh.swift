@@ -252,11 +252,11 @@ extension TokenBroker {
         // The answer does not wait for the disk: the write is in line before anyone can ask again, and memory
         // already answers with the new tokens (the next turn never redeems the rotated-out token).
         return .answered(
-            try await store(
+            try await storeRefreshed(
                 issued,
+                redeemed: candidate,
                 clientInfo: redeemed.response.clientInfo,
-                correlationId: correlationId,
-                waitingFor: .memory
+                correlationId: correlationId
             )
         )
     }
@@ -324,8 +324,10 @@ extension TokenBroker {
                 .map { entry, id in (entry, id) },
             deletions: issued.changes.deletions.filter { $0.section == .refreshToken }
         )
+        // Unless a sign-out removed the redeemed token meanwhile.
+        let redeemedKey = redeemed.id.key
         do {
-            try await cache.commit(changes)
+            _ = try await cache.commitInMemory(changes) { $0.refreshTokens[redeemedKey] != nil }
         } catch {
             logger.error("a rotated refresh token could not be stored", metadata: ["error": "\(error)"])
         }

@@ -276,19 +276,54 @@ struct IssuedTokens {
 }
 
 extension TokenBroker {
-    /// Writes issued tokens and builds the result the caller gets, once the write is durable or, with `wait`
-    /// ``CommitWait/memory`` (a refresh), once memory holds them.
+    /// Writes issued tokens durably and builds the result the caller gets.
     func store(
         _ issued: IssuedTokens,
         clientInfo: String?,
-        correlationId: String,
-        waitingFor wait: CommitWait = .disk
+        correlationId: String
     ) async throws(BrokerFailure) -> TokenResult {
         do {
-            try await cache.commit(issued.changes, waitingFor: wait)
+            try await cache.commit(issued.changes)
         } catch {
             throw BrokerFailure(.internalError, "the cache could not be written", underlying: error)
         }
+        return try result(of: issued, clientInfo: clientInfo, correlationId: correlationId)
+    }
+
+    /// Keeps a refresh's tokens once memory holds them (their write follows in line), provided the refresh token it
+    /// redeemed is still cached then, and builds the result the caller gets.
+    ///
+    /// A sign-out while the provider answered removed that token: the account stays signed out, and the caller is
+    /// told to sign in.
+    func storeRefreshed(
+        _ issued: IssuedTokens,
+        redeemed: RefreshToken,
+        clientInfo: String?,
+        correlationId: String
+    ) async throws(BrokerFailure) -> TokenResult {
+        let redeemedKey = redeemed.id.key
+        let kept: Bool
+        do {
+            kept = try await cache.commitInMemory(issued.changes) { $0.refreshTokens[redeemedKey] != nil }
+        } catch {
+            throw BrokerFailure(.internalError, "the cache could not be written", underlying: error)
+        }
+        guard kept else {
+            throw BrokerFailure(
+                .interactionRequired,
+                "the account was signed out while its token was refreshed; sign in again",
+                details: .init(correlationId: correlationId)
+            )
+        }
+        return try result(of: issued, clientInfo: clientInfo, correlationId: correlationId)
+    }
+
+    /// The result the caller gets for stored tokens.
+    private func result(
+        of issued: IssuedTokens,
+        clientInfo: String?,
+        correlationId: String
+    ) throws(BrokerFailure) -> TokenResult {
         let account = issued.account
         let token = issued.accessToken
         return try cache.read { contents in

@@ -81,6 +81,36 @@ struct TokenCacheWriteLineTests {
         #expect(try await cache.secret(of: inMemory) == Secret("AT-second"))
     }
 
+    /// A commit whose condition does not hold once the commits ahead of it are in memory changes nothing: a refresh
+    /// that comes back after a sign-out of its account, still on its way to the disk, keeps none of its tokens.
+    @Test func aCommitBehindARemovalThatUndoesItsConditionChangesNothing() async throws {
+        let (cache, store, token) = try await cache()
+        let refreshToken = try #require(cache.read { $0.refreshTokens.values.first })
+        var renewed = token
+        renewed.secret = Secret("AT-renewed")
+        let release = store.holdWrites()
+        let removal = Task { try await cache.commit(CacheChanges(deletions: [token.id, refreshToken.id])) }
+        try await waitUntil("the removal is in line") { cache.isWriting }
+        let refreshed = Task {
+            try await cache.commitInMemory(CacheChanges(upserts: [.accessToken(renewed)])) {
+                $0.refreshTokens[refreshToken.id.key] != nil
+            }
+        }
+        // Before the disk moves, the refresh waits behind the removal, in line (the token is still in memory).
+        try await waitUntil("the refresh's commit is in line") { cache.writesInLine == 2 }
+        #expect(cache.read { $0.refreshTokens[refreshToken.id.key] } != nil)
+        release()
+        try await removal.value
+        #expect(try await refreshed.value == false)
+        await cache.finishWrites()
+        #expect(!cache.isWriting)
+        #expect(cache.read { $0.accessTokens[token.id.key] } == nil)
+        #expect(storedSecret(store, token.id) == nil)
+        // With nothing ahead, a commit whose condition holds is in memory at once.
+        #expect(try await cache.commitInMemory(CacheChanges(upserts: [.accessToken(renewed)])) { _ in true })
+        #expect(cache.read { $0.accessTokens[token.id.key] } != nil)
+    }
+
     /// A write behind that fails leaves memory with the tokens (already handed out), is counted and logged, and
     /// memory keeps answering with the token's secret, not the store's old one.
     @Test func aFailedWriteBehindKeepsTheTokensInMemory() async throws {

@@ -235,6 +235,22 @@ import Testing
         try await stop(provider, daemon, broker)
     }
 
+    /// A sign-out while a refresh is at the provider stays: the refresh keeps none of what the provider answered, its
+    /// caller is told to sign in, and the account does not come back.
+    @Test func aSignOutDuringARefreshStays() async throws {
+        let (provider, daemon, broker) = try await signedIn()
+        try await provider.control("delay", ["ms": 1000])
+        let refresh = Task { try await silent(broker, provider) }
+        try await provider.waitUntilAnswersAreHeld(1)
+        let removed = try await broker.removeAccount(AccountSelector(username: "ada@contoso.example"))
+        #expect(removed.accountRemoved)
+        let error = await expectError(.interactionRequired) { _ = try await refresh.value }
+        #expect(error?.message.contains("signed out") == true, "\(String(describing: error))")
+        #expect(try await broker.accounts().isEmpty)
+        #expect(try await refreshTokenCount(broker) == 0)
+        try await stop(provider, daemon, broker)
+    }
+
     /// The user's refresh tokens were revoked: interaction_required with the provider's error.
     @Test func aRevokedTokenNeedsASignIn() async throws {
         let (provider, daemon, broker) = try await signedIn()
