@@ -62,11 +62,14 @@ extension CacheContents {
         for clientId: String,
         account: AccountEntry,
         environments: Set<String>
-    ) -> [RefreshToken] {
-        let all = refreshTokens(homeAccountId: account.homeAccountId, environments: environments)
-            .sorted { ($0.lastModificationTime ?? 0) > ($1.lastModificationTime ?? 0) }
-        let own = all.filter { $0.clientId.lowercased() == clientId.lowercased() }
-        let family = all.filter { $0.familyId == "1" && $0.clientId.lowercased() != clientId.lowercased() }
+    ) -> [CachedRefreshToken] {
+        let all = identifiedRefreshTokens(homeAccountId: account.homeAccountId, environments: environments)
+            .map(CachedRefreshToken.init)
+            .sorted { ($0.token.lastModificationTime ?? 0) > ($1.token.lastModificationTime ?? 0) }
+        let own = all.filter { $0.token.clientId.lowercased() == clientId.lowercased() }
+        let family = all.filter {
+            $0.token.familyId == "1" && $0.token.clientId.lowercased() != clientId.lowercased()
+        }
         switch appMetadata(clientId: clientId, environments: environments) {
         case nil: return family + own  // first use: the family might take it
         case let known? where known.familyId == "1": return family + own
@@ -151,4 +154,11 @@ extension SilentRequest {
         let wanted = scopes.scopes.filter { !ScopeSet.reserved.contains($0.lowercased()) }
         return wanted + ScopeSet.reservedInRequestOrder.filter { granted.contains($0) }
     }
+}
+
+/// A refresh token the cache holds, with its entry's id (from the index's keys: built from the token's fields, an id
+/// costs 3,000 instructions, and a refresh needs it three times).
+struct CachedRefreshToken: Sendable {
+    let id: EntryID
+    let token: RefreshToken
 }

@@ -114,11 +114,11 @@ extension TokenBroker {
             let candidate = candidates[next]
             next += 1
             guard attempt.shouldTry(candidate, for: request.clientId) else { continue }
-            let outcome = try await redemptions.withLock(candidate.secret) {
+            let outcome = try await redemptions.withLock(candidate.token.secret) {
                 () async throws(BrokerFailure) -> Redemption in
                 // The turn may have come after another request's redemption of this token ended: it rotated the
                 // token, or found it dead. Then this one starts again from what the cache holds now.
-                guard try cache.read({ $0.refreshTokens[candidate.id.key]?.secret == candidate.secret }) else {
+                guard try cache.read({ $0.refreshTokens[candidate.id.key]?.secret == candidate.token.secret }) else {
                     return .stale
                 }
                 return try await redeem(
@@ -153,7 +153,7 @@ extension TokenBroker {
     private func refreshCandidates(
         for request: SilentRequest,
         account: AccountEntry
-    ) throws(BrokerFailure) -> [RefreshToken] {
+    ) throws(BrokerFailure) -> [CachedRefreshToken] {
         let environments = request.authority.environmentAliases
         return try cache.read { contents in
             contents.refreshCandidates(for: request.clientId, account: account, environments: environments)
@@ -178,13 +178,13 @@ extension TokenBroker {
 
         /// Whether `candidate` is worth a try: not tried already (before a restart), and not a family token once
         /// the provider said the app is outside the family.
-        func shouldTry(_ candidate: RefreshToken, for clientId: String) -> Bool {
-            !tried.contains(candidate.secret)
-                && !(familyRefused && candidate.clientId.lowercased() != clientId.lowercased())
+        func shouldTry(_ candidate: CachedRefreshToken, for clientId: String) -> Bool {
+            !tried.contains(candidate.token.secret)
+                && !(familyRefused && candidate.token.clientId.lowercased() != clientId.lowercased())
         }
 
-        mutating func failed(_ candidate: RefreshToken, _ failure: BrokerFailure, outsideFamily: Bool) {
-            tried.insert(candidate.secret)
+        mutating func failed(_ candidate: CachedRefreshToken, _ failure: BrokerFailure, outsideFamily: Bool) {
+            tried.insert(candidate.token.secret)
             familyRefused = familyRefused || outsideFamily
             lastFailure = failure
         }
@@ -193,7 +193,7 @@ extension TokenBroker {
     /// Redeems `candidate` and stores what the provider answered, during the token's turn; the failures the next
     /// candidate may mend are returned, the rest thrown.
     private func redeem(
-        _ candidate: RefreshToken,
+        _ candidate: CachedRefreshToken,
         for request: SilentRequest,
         found: CacheLookup,
         context: IssueContext,
@@ -263,12 +263,13 @@ extension TokenBroker {
 
     /// Redeems one refresh token: the response and its id_token's checked claims.
     private func redeem(
-        _ refreshToken: RefreshToken,
+        _ candidate: CachedRefreshToken,
         for request: SilentRequest,
         context: IssueContext,
         metadata: ProviderMetadata,
         correlationId: String
     ) async throws(OAuthError) -> (response: TokenResponse, claims: [String: JSONValue]?) {
+        let refreshToken = candidate.token
         let grant = RefreshTokenGrant(
             clientId: request.clientId,
             refreshToken: refreshToken.secret,
@@ -303,7 +304,7 @@ extension TokenBroker {
             return (response, claims)
         } catch {
             // Untrusted answer: hand nothing out, but keep a rotated refresh token, or the sign-in is lost.
-            await keepRotatedRefreshToken(response, context: context, redeemed: refreshToken, now: now)
+            await keepRotatedRefreshToken(response, context: context, redeemed: candidate, now: now)
             throw OAuthError(.invalidResponse, "the identity provider's id_token was refused: \(error)")
         }
     }
@@ -311,7 +312,7 @@ extension TokenBroker {
     private func keepRotatedRefreshToken(
         _ response: TokenResponse,
         context: IssueContext,
-        redeemed: RefreshToken,
+        redeemed: CachedRefreshToken,
         now: Int64
     ) async {
         guard response.refreshToken != nil,
@@ -369,9 +370,10 @@ extension TokenBroker {
 
     /// Removes a refresh token the provider called dead, unless the cache holds another one in its place by now (a
     /// sign-in's).
-    private func forget(_ refreshToken: RefreshToken) async {
+    private func forget(_ refreshToken: CachedRefreshToken) async {
         let id = refreshToken.id
-        guard (try? cache.read({ $0.refreshTokens[id.key]?.secret == refreshToken.secret })) == true else { return }
+        let secret = refreshToken.token.secret
+        guard (try? cache.read({ $0.refreshTokens[id.key]?.secret == secret })) == true else { return }
         do {
             try await cache.commit(CacheChanges(deletions: [id]))
         } catch {

@@ -31,7 +31,7 @@ struct IssuedTokens {
         _ response: TokenResponse,
         for context: IssueContext,
         claims: [String: JSONValue]?,
-        redeemed: RefreshToken?,
+        redeemed: CachedRefreshToken?,
         in contents: borrowing CacheContents,
         now: Int64
     ) throws(BrokerFailure) {
@@ -228,7 +228,7 @@ struct IssuedTokens {
         response: TokenResponse,
         granted: ScopeSet,
         context: IssueContext,
-        redeemed: RefreshToken?,
+        redeemed: CachedRefreshToken?,
         in contents: borrowing CacheContents,
         now: Int64
     ) -> (RefreshToken, id: EntryID, replaced: [EntryID])? {
@@ -237,7 +237,7 @@ struct IssuedTokens {
         // sign-in. Generic providers refuse a refresh that asks for more than the grant had. A multi-resource
         // refresh token (from ADAL, without a target) stays one.
         let grantScopes: String? =
-            if let redeemed { redeemed.target } else {
+            if let redeemed { redeemed.token.target } else {
                 ScopeSet(granted.scopes + (response.scope == nil ? Array(ScopeSet.reserved) : [])).target
             }
         let token = RefreshToken(
@@ -297,7 +297,7 @@ extension TokenBroker {
     /// told to sign in.
     func storeRefreshed(
         _ issued: IssuedTokens,
-        redeemed: RefreshToken,
+        redeemed: CachedRefreshToken,
         clientInfo: String?,
         correlationId: String
     ) async throws(BrokerFailure) -> TokenResult {

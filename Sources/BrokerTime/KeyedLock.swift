@@ -16,6 +16,13 @@ package final class KeyedLock<Key: Hashable & Sendable>: Sendable {
         var held: [Key: [CheckedContinuation<Void, Never>]] = [:]
         /// Callers that had to wait for a turn, since the lock was made.
         var waited = 0
+
+        /// Takes `key` when nobody holds it.
+        mutating func take(_ key: Key) -> Bool {
+            guard held[key] == nil else { return false }
+            held[key] = []
+            return true
+        }
     }
 
     private let state = Mutex(State())
@@ -44,17 +51,16 @@ package final class KeyedLock<Key: Hashable & Sendable>: Sendable {
     }
 
     private func acquire(_ key: Key) async {
+        // A free key is taken without a continuation: awaiting one, even resumed at once, costs a task switch.
+        guard !state.withLock({ $0.take(key) }) else { return }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let free = state.withLock { state -> Bool in
-                guard state.held[key] != nil else {
-                    state.held[key] = []
-                    return true
-                }
+            let taken = state.withLock { state -> Bool in
+                guard !state.take(key) else { return true }
                 state.held[key]?.append(continuation)
                 state.waited += 1
                 return false
             }
-            if free { continuation.resume() }
+            if taken { continuation.resume() }
         }
     }
 

@@ -41,7 +41,14 @@ struct IssuedTokensTests {
             account: account
         )
         let contents = CacheContents(entries)
-        return try IssuedTokens(response, for: context, claims: claims, redeemed: redeemed, in: contents, now: Self.now)
+        return try IssuedTokens(
+            response,
+            for: context,
+            claims: claims,
+            redeemed: redeemed.map { CachedRefreshToken(id: $0.id, token: $0) },
+            in: contents,
+            now: Self.now
+        )
     }
 
     /// An Entra sign-in: the account is `uid.utid` of client_info, in the tenant the id token names, with the
