@@ -161,4 +161,9 @@ extension SilentRequest {
 struct CachedRefreshToken: Sendable {
     let id: EntryID
     let token: RefreshToken
+
+    /// Whether `contents` hold this token still: its entry, with its secret (not one a sign-in put there since).
+    func isCached(in contents: borrowing CacheContents) -> Bool {
+        contents.refreshTokens[id.key]?.secret == token.secret
+    }
 }

@@ -118,9 +118,7 @@ extension TokenBroker {
                 () async throws(BrokerFailure) -> Redemption in
                 // The turn may have come after another request's redemption of this token ended: it rotated the
                 // token, or found it dead. Then this one starts again from what the cache holds now.
-                guard try cache.read({ $0.refreshTokens[candidate.id.key]?.secret == candidate.token.secret }) else {
-                    return .stale
-                }
+                guard try cache.read(candidate.isCached) else { return .stale }
                 return try await redeem(
                     candidate,
                     for: request,
@@ -136,9 +134,18 @@ extension TokenBroker {
             case .failed(let failure, let outsideFamily):
                 attempt.failed(candidate, failure, outsideFamily: outsideFamily)
             case .stale:
-                // Another redemption changed the tokens while this one waited: start again from the current ones.
+                // Another redemption, a sign-in or a sign-out changed the tokens meanwhile: start again from the
+                // current ones.
                 candidates = try refreshCandidates(for: request, account: account)
                 next = 0
+                guard !candidates.isEmpty else {
+                    throw BrokerFailure(
+                        .interactionRequired,
+                        "the refresh tokens of \(account.displayName) were removed while this request refreshed (a "
+                            + "sign-out, or the provider refused them); sign in interactively",
+                        details: .init(correlationId: correlationId)
+                    )
+                }
             }
         }
         throw attempt.lastFailure
@@ -166,7 +173,8 @@ extension TokenBroker {
         case answered(TokenResult)
         /// The provider refused the token; `outsideFamily` when it said the app is not in the token's family.
         case failed(BrokerFailure, outsideFamily: Bool)
-        /// The cache no longer holds the token: another redemption rotated or removed it while this one waited.
+        /// The cache no longer holds the token as it was: another redemption rotated or removed it while this one
+        /// waited, or a sign-out removed it (or a sign-in replaced it) while the provider answered; nothing was kept.
         case stale
     }
 
@@ -251,14 +259,13 @@ extension TokenBroker {
         }
         // The answer does not wait for the disk: the write is in line before anyone can ask again, and memory
         // already answers with the new tokens (the next turn never redeems the rotated-out token).
-        return .answered(
-            try await storeRefreshed(
-                issued,
-                redeemed: candidate,
-                clientInfo: redeemed.response.clientInfo,
-                correlationId: correlationId
-            )
+        let stored = try await storeRefreshed(
+            issued,
+            redeemed: candidate,
+            clientInfo: redeemed.response.clientInfo,
+            correlationId: correlationId
         )
+        return stored.map(Redemption.answered) ?? .stale
     }
 
     /// Redeems one refresh token: the response and its id_token's checked claims.
@@ -325,10 +332,9 @@ extension TokenBroker {
                 .map { entry, id in (entry, id) },
             deletions: issued.changes.deletions.filter { $0.section == .refreshToken }
         )
-        // Unless a sign-out removed the redeemed token meanwhile.
-        let redeemedKey = redeemed.id.key
+        // Unless a sign-out removed the redeemed token meanwhile, or a sign-in replaced it.
         do {
-            _ = try await cache.commitInMemory(changes) { $0.refreshTokens[redeemedKey] != nil }
+            _ = try await cache.commitInMemory(changes, provided: redeemed.isCached)
         } catch {
             logger.error("a rotated refresh token could not be stored", metadata: ["error": "\(error)"])
         }
@@ -368,14 +374,14 @@ extension TokenBroker {
         }
     }
 
-    /// Removes a refresh token the provider called dead, unless the cache holds another one in its place by now (a
-    /// sign-in's).
+    /// Removes a refresh token the provider called dead, unless the cache holds another one in its place by then (a
+    /// sign-in's, even one still on its way to the disk).
     private func forget(_ refreshToken: CachedRefreshToken) async {
-        let id = refreshToken.id
-        let secret = refreshToken.token.secret
-        guard (try? cache.read({ $0.refreshTokens[id.key]?.secret == secret })) == true else { return }
         do {
-            try await cache.commit(CacheChanges(deletions: [id]))
+            _ = try await cache.commitInMemory(
+                CacheChanges(deletions: [refreshToken.id]),
+                provided: refreshToken.isCached
+            )
         } catch {
             logger.error("a dead refresh token could not be removed", metadata: ["error": "\(error)"])
         }

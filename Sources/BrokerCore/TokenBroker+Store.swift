@@ -290,31 +290,24 @@ extension TokenBroker {
         return try result(of: issued, clientInfo: clientInfo, correlationId: correlationId)
     }
 
-    /// Keeps a refresh's tokens once memory holds them (their write follows in line), provided the refresh token it
-    /// redeemed is still cached then, and builds the result the caller gets.
+    /// Keeps a refresh's tokens once memory holds them (their write follows in line), provided the cache still holds
+    /// the refresh token it redeemed, and builds the result the caller gets; nil, keeping nothing, when it does not.
     ///
-    /// A sign-out while the provider answered removed that token: the account stays signed out, and the caller is
-    /// told to sign in.
+    /// A sign-out while the provider answered removed that token, and the account stays signed out; a sign-in
+    /// replaced it, and its tokens are newer than this answer's.
     func storeRefreshed(
         _ issued: IssuedTokens,
         redeemed: CachedRefreshToken,
         clientInfo: String?,
         correlationId: String
-    ) async throws(BrokerFailure) -> TokenResult {
-        let redeemedKey = redeemed.id.key
+    ) async throws(BrokerFailure) -> TokenResult? {
         let kept: Bool
         do {
-            kept = try await cache.commitInMemory(issued.changes) { $0.refreshTokens[redeemedKey] != nil }
+            kept = try await cache.commitInMemory(issued.changes, provided: redeemed.isCached)
         } catch {
             throw BrokerFailure(.internalError, "the cache could not be written", underlying: error)
         }
-        guard kept else {
-            throw BrokerFailure(
-                .interactionRequired,
-                "the account was signed out while its token was refreshed; sign in again",
-                details: .init(correlationId: correlationId)
-            )
-        }
+        guard kept else { return nil }
         return try result(of: issued, clientInfo: clientInfo, correlationId: correlationId)
     }
 

@@ -1,4 +1,3 @@
-import BrokerCache
 import BrokerCore
 import BrokerOAuth
 import BrokerProtocol
@@ -6,6 +5,8 @@ import BrokerTestSupport
 import Foundation
 import Synchronization
 import Testing
+
+@testable import BrokerCache
 
 /// The silent refresh path against a scripted token endpoint (the integration tests run it against real
 /// providers): MSAL's order of refresh tokens, FOCI, rotation, fallback, single flight.
@@ -191,7 +192,7 @@ struct RefreshTests {
         // The first redemption is answered once the two other requests wait for their turn (were they let through,
         // they would be held too, having presented the same token, and fail after eventTimeout).
         let broker = fixture.broker
-        transport.holdAnswers(endingIn: "/token") { broker.refreshCounts.waitedForToken == 2 }
+        transport.holdAnswers(endingIn: "/token") { broker.refreshCounts.waitedForToken >= 2 }
         let requests: [(clientId: String, scopes: [String])] = [
             (CacheFixtures.clientId, ["https://graph.microsoft.com/User.Read"]),
             (CacheFixtures.clientId, ["Files.Read"]),
@@ -206,12 +207,83 @@ struct RefreshTests {
             return try await group.reduce(into: [String]()) { $0.append($1) }
         }
         #expect(Set(tokens) == ["AT-NEW-1", "AT-NEW-2", "AT-NEW-3"])
-        #expect(fixture.broker.refreshCounts.waitedForToken == 2)
+        // Each of the two waited at least once (again, when the token had been rotated before its turn came).
+        #expect(fixture.broker.refreshCounts.waitedForToken >= 2)
         #expect(transport.count(endingIn: "/token") == 3)
         // The sign-in lives on: the last rotated token is the one kept, and it still works.
         #expect(await refreshTokens(fixture) == ["RT-NEW-3"])
         let next = try await fixture.silent(scopes: ["Calendars.Read"])
         #expect(next.accessToken.reveal() == "AT-NEW-4")
+    }
+
+    /// A sign-in that replaced the refresh token while the provider answered its refresh wins: the refresh keeps
+    /// nothing of the older session's answer, and redeems the sign-in's token instead.
+    @Test func aRefreshKeepsNothingOnceASignInReplacedItsToken() async throws {
+        // The refresh tokens the provider honours, and how many answers it gave.
+        let provider = Mutex<(valid: Set<String>, issued: Int)>((["RT-SECRET-1-\(CacheFixtures.ada.oid)"], 0))
+        let transport = ScriptedTransport.provider { request in
+            provider.withLock { provider in
+                guard let presented = request.formFields["refresh_token"], provider.valid.remove(presented) != nil
+                else { return ScriptedTransport.json(400, ["error": "invalid_grant", "suberror": "bad_token"]) }
+                provider.issued += 1
+                provider.valid.insert("RT-NEW-\(provider.issued)")
+                return Self.issued("\(provider.issued)")
+            }
+        }
+        let fixture = try await BrokerFixture(documents: [Self.staleCache()], transport: transport)
+        // The refresh's answer waits for the sign-in; the hold's first look says the refresh is at the provider.
+        let hold = Mutex((arrived: false, signedIn: false))
+        transport.holdAnswers(endingIn: "/token") {
+            hold.withLock { hold in
+                hold.arrived = true
+                return hold.signedIn
+            }
+        }
+        let refresh = Task { try await fixture.silent() }
+        try await waitUntil("the refresh is at the provider") { hold.withLock { $0.arrived } }
+        // The user signs in again meanwhile: a new refresh token in the same entry.
+        let cache = try #require(fixture.broker.vault.cache)
+        var signIn = try #require(cache.read { $0.refreshTokens.values.first })
+        signIn.secret = Secret("RT-SIGNED-IN")
+        provider.withLock { _ = $0.valid.insert("RT-SIGNED-IN") }
+        try await cache.commit(CacheChanges(upserts: [.refreshToken(signIn)]))
+        hold.withLock { $0.signedIn = true }
+        #expect(try await refresh.value.accessToken.reveal() == "AT-NEW-2")
+        #expect(transport.sent.last?.formFields["refresh_token"] == "RT-SIGNED-IN")
+        #expect(await refreshTokens(fixture) == ["RT-NEW-2"])
+    }
+
+    /// A refresh token the provider calls dead is removed only while it is the one cached: a sign-in's token in its
+    /// place, even one still on its way to the disk, stays.
+    @Test func aDeadTokensSuccessorFromASignInIsKept() async throws {
+        let transport = ScriptedTransport.provider { _ in
+            ScriptedTransport.json(400, ["error": "invalid_grant", "suberror": "bad_token"])
+        }
+        let fixture = try await BrokerFixture(documents: [Self.staleCache()], transport: transport)
+        // The refresh's answer waits for the sign-in; the hold's first look says the refresh is at the provider.
+        let hold = Mutex((arrived: false, signedIn: false))
+        transport.holdAnswers(endingIn: "/token") {
+            hold.withLock { hold in
+                hold.arrived = true
+                return hold.signedIn
+            }
+        }
+        let refresh = Task { try await fixture.silent() }
+        try await waitUntil("the refresh is at the provider") { hold.withLock { $0.arrived } }
+        let cache = try #require(fixture.broker.vault.cache)
+        var signIn = try #require(cache.read { $0.refreshTokens.values.first })
+        signIn.secret = Secret("RT-SIGNED-IN")
+        let release = fixture.store.holdWrites()
+        let signInCommit = Task { try await cache.commit(CacheChanges(upserts: [.refreshToken(signIn)])) }
+        try await waitUntil("the sign-in's write is in line") { cache.isWriting }
+        hold.withLock { $0.signedIn = true }
+        // The dead token's removal comes behind the sign-in, before the disk took it.
+        try await waitUntil("the removal is in line behind the sign-in") { cache.writesInLine == 2 }
+        release()
+        await expectFailure(.interactionRequired) { _ = try await refresh.value }
+        try await signInCommit.value
+        #expect(await refreshTokens(fixture) == ["RT-SIGNED-IN"])
+        #expect(cache.read { $0.refreshTokens.values.map { $0.secret.reveal() } } == ["RT-SIGNED-IN"])
     }
 
     @Test func aClaimsChallengeGoesToTheProvider() async throws {

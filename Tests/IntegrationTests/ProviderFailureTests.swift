@@ -245,7 +245,10 @@ import Testing
         let removed = try await broker.removeAccount(AccountSelector(username: "ada@contoso.example"))
         #expect(removed.accountRemoved)
         let error = await expectError(.interactionRequired) { _ = try await refresh.value }
-        #expect(error?.message.contains("signed out") == true, "\(String(describing: error))")
+        #expect(
+            error?.message.contains("were removed while this request refreshed") == true,
+            "\(String(describing: error))"
+        )
         #expect(try await broker.accounts().isEmpty)
         #expect(try await refreshTokenCount(broker) == 0)
         try await stop(provider, daemon, broker)
