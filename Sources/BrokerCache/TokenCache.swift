@@ -347,23 +347,72 @@ public final class TokenCache: Sendable {
     private func commitDurably(_ changes: CacheChanges) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             line.withLock { line in
-                line.durableAhead += 1
-                line.count += 1
-                store.enqueueCommit(changes) {
-                    let behind = self.line.withLock { line in
-                        _ = self.apply(changes, unwritten: false)
-                        return line.durableLeft()
-                    }
-                    for commit in behind { commit.resume() }
-                } completion: { error in
-                    if error != nil {
-                        let behind = self.line.withLock { $0.durableLeft() }
-                        for commit in behind { commit.resume() }
-                    }
-                    self.writeEnded()
+                enqueueDurably(changes, in: &line) { error in
                     if let error { continuation.resume(throwing: error) } else { continuation.resume() }
                 }
             }
+        }
+    }
+
+    /// Commits durably what `plan` makes of the contents (and returns what else it gives), as
+    /// ``commit(_:waitingFor:)`` does with ``CommitWait/disk``.
+    ///
+    /// `plan` reads the contents once every commit ahead is in them, and no commit comes between its reading and
+    /// the write's place in line: a removal planned so takes every token that a sign-in or a refresh ahead of it
+    /// stored. Errors `plan` throws come out as they are, with nothing changed.
+    public func commit<Plan: Sendable, Failure: Error>(
+        planning plan: (borrowing CacheContents) throws(Failure) -> (changes: CacheChanges, plan: Plan)
+    ) async throws -> Plan {
+        while true {
+            await durableCommitsApplied()
+            let planned = try await withCheckedThrowingContinuation {
+                (continuation: CheckedContinuation<Plan?, any Error>) in
+                line.withLock { line in
+                    // Another commit that waits for the disk came in line first: wait for it too.
+                    guard line.durableAhead == 0 else { return continuation.resume(returning: nil) }
+                    let planned: (changes: CacheChanges, plan: Plan)
+                    do {
+                        planned = try contents.read(plan)
+                    } catch {
+                        return continuation.resume(throwing: error)
+                    }
+                    let result = planned.plan
+                    enqueueDurably(planned.changes, in: &line) { error in
+                        if let error {
+                            continuation.resume(throwing: error)
+                        } else {
+                            continuation.resume(returning: result)
+                        }
+                    }
+                }
+            }
+            if let planned { return planned }
+        }
+    }
+
+    /// Puts the write of `changes` in line, to be applied in memory once it is durable; `done` gets its outcome.
+    ///
+    /// Called with the line locked.
+    private func enqueueDurably(
+        _ changes: CacheChanges,
+        in line: inout WriteLine,
+        done: @escaping @Sendable ((any Error)?) -> Void
+    ) {
+        line.durableAhead += 1
+        line.count += 1
+        store.enqueueCommit(changes) {
+            let behind = self.line.withLock { line in
+                _ = self.apply(changes, unwritten: false)
+                return line.durableLeft()
+            }
+            for commit in behind { commit.resume() }
+        } completion: { error in
+            if error != nil {
+                let behind = self.line.withLock { $0.durableLeft() }
+                for commit in behind { commit.resume() }
+            }
+            self.writeEnded()
+            done(error)
         }
     }
 

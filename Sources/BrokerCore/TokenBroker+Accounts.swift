@@ -58,35 +58,39 @@ extension TokenBroker {
             )
         }
         let clientId = params.clientId?.lowercased()
-        let plan = try cache.read { contents throws(BrokerFailure) -> (deletions: [EntryID], name: String) in
-            let accounts = contents.accounts(matching: params.account)
-            guard let first = accounts.first else {
-                throw BrokerFailure(.noAccount, "no account matches \(params.account.described)")
-            }
-            var deletions: [EntryID] = []
-            for homeAccountId in Set(accounts.map(\.homeAccountId)) {
-                let environments = Set(accounts.map { $0.environment.lowercased() })
-                let owned = { (tokenClientId: String) in clientId == nil || tokenClientId.lowercased() == clientId }
-                for token in contents.accessTokens.values
-                where token.homeAccountId == homeAccountId && environments.contains(token.environment.lowercased())
-                    && owned(token.clientId)
-                {
-                    deletions.append(token.id)
-                }
-                for token in contents.refreshTokens(homeAccountId: homeAccountId, environments: environments)
-                where clientId == nil || (owned(token.clientId) && !token.isFamilyToken) {
-                    deletions.append(token.id)
-                }
-                for token in contents.idTokens(homeAccountId: homeAccountId, environments: environments)
-                where owned(token.clientId) {
-                    deletions.append(token.id)
-                }
-            }
-            if clientId == nil { deletions += accounts.map(\.id) }
-            return (deletions, first.username.isEmpty ? first.homeAccountId : first.username)
-        }
+        // Planned in line: the tokens a sign-in or a refresh ahead of the removal stored go with the rest.
+        let plan: (deletions: [EntryID], name: String)
         do {
-            try await cache.commit(CacheChanges(deletions: plan.deletions))
+            plan = try await cache.commit { contents throws(BrokerFailure) in
+                let accounts = contents.accounts(matching: params.account)
+                guard let first = accounts.first else {
+                    throw BrokerFailure(.noAccount, "no account matches \(params.account.described)")
+                }
+                var deletions: [EntryID] = []
+                for homeAccountId in Set(accounts.map(\.homeAccountId)) {
+                    let environments = Set(accounts.map { $0.environment.lowercased() })
+                    let owned = { (tokenClientId: String) in clientId == nil || tokenClientId.lowercased() == clientId }
+                    for token in contents.accessTokens.values
+                    where token.homeAccountId == homeAccountId && environments.contains(token.environment.lowercased())
+                        && owned(token.clientId)
+                    {
+                        deletions.append(token.id)
+                    }
+                    for token in contents.refreshTokens(homeAccountId: homeAccountId, environments: environments)
+                    where clientId == nil || (owned(token.clientId) && !token.isFamilyToken) {
+                        deletions.append(token.id)
+                    }
+                    for token in contents.idTokens(homeAccountId: homeAccountId, environments: environments)
+                    where owned(token.clientId) {
+                        deletions.append(token.id)
+                    }
+                }
+                if clientId == nil { deletions += accounts.map(\.id) }
+                let name = first.username.isEmpty ? first.homeAccountId : first.username
+                return (CacheChanges(deletions: deletions), (deletions, name))
+            }
+        } catch let failure as BrokerFailure {
+            throw failure
         } catch {
             throw BrokerFailure(.internalError, "the cache could not be written", underlying: error)
         }

@@ -111,6 +111,44 @@ struct TokenCacheWriteLineTests {
         #expect(cache.read { $0.accessTokens[token.id.key] } != nil)
     }
 
+    /// A planned commit reads the contents once the commits ahead are in them: a removal planned while a sign-in's
+    /// write is still on its way to the disk takes the sign-in's tokens too.
+    @Test func aPlannedCommitSeesTheCommitsAheadOfIt() async throws {
+        let (cache, store, token) = try await cache()
+        var signedIn = token
+        signedIn.target = "api://signed-in/Things.Read"
+        signedIn.secret = Secret("AT-signed-in")
+        let signInChanges = CacheChanges(upserts: [.accessToken(signedIn)])
+        let release = store.holdWrites()
+        let signIn = Task { try await cache.commit(signInChanges) }
+        try await waitUntil("the sign-in is in line") { cache.isWriting }
+        let removal = Task {
+            try await cache.commit { contents in
+                let all = contents.accessTokens.values.map(\.id)
+                return (CacheChanges(deletions: all), all.count)
+            }
+        }
+        // Nothing is read for the removal while the sign-in is not in memory.
+        #expect(cache.read { $0.accessTokens[signedIn.id.key] } == nil)
+        release()
+        try await signIn.value
+        #expect(try await removal.value == 2)
+        await cache.finishWrites()
+        #expect(cache.read { $0.accessTokens.isEmpty })
+        #expect(storedSecret(store, signedIn.id) == nil && storedSecret(store, token.id) == nil)
+    }
+
+    /// What a plan throws comes out as it is, with nothing changed.
+    @Test func aPlanThatThrowsChangesNothing() async throws {
+        let (cache, _, _) = try await cache()
+        let generation = cache.generation
+        await #expect(throws: DiskFull.self) {
+            let _: Int = try await cache.commit { _ throws(DiskFull) in throw DiskFull() }
+        }
+        #expect(cache.generation == generation)
+        #expect(!cache.isWriting)
+    }
+
     /// A write behind that fails leaves memory with the tokens (already handed out), is counted and logged, and
     /// memory keeps answering with the token's secret, not the store's old one.
     @Test func aFailedWriteBehindKeepsTheTokensInMemory() async throws {
