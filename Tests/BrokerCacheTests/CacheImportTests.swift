@@ -55,10 +55,13 @@ struct CacheImportTests {
         reasons.formUnion(
             CacheImport(entries: twice + twice, skipped: [], into: CacheContents(), now: now).skipped.map(\.reason)
         )
+        let (exported, _, moved) = try familyTokenMoved()
+        reasons.formUnion(CacheImport(entries: exported, skipped: [], into: moved, now: now).skipped.map(\.reason))
         #expect(
             reasons.isSuperset(of: [
                 "the access token has expired", "the broker holds a newer access token",
                 "the broker already holds this refresh token", "a second entry with the same key",
+                "the broker holds a newer family refresh token for this account",
             ]),
             "\(reasons)"
         )
@@ -98,6 +101,39 @@ struct CacheImportTests {
         let again = try MSALCacheDocument.read(try MSALCacheDocument.write(read.entries))
         #expect(Set(again.entries) == Set(read.entries))
         #expect(again.skipped.isEmpty)
+    }
+
+    /// An export's family refresh token, and a broker that has since moved it to another app of the family (which
+    /// redeemed it, and got a new one).
+    private func familyTokenMoved() throws -> (exported: [CacheEntry], family: RefreshToken, current: CacheContents) {
+        let exported = try read(CacheFixtures.msalCache(familyId: "1", label: "old")).entries
+        let family = try #require(
+            exported.lazy.compactMap { entry -> RefreshToken? in
+                if case .refreshToken(let token) = entry { return token }
+                return nil
+            }.first
+        )
+        var moved = family
+        moved.clientId = "22222222-aaaa-4bbb-8ccc-00000000000f"
+        moved.secret = Secret("RT-rotated-in")
+        moved.lastModificationTime = (family.lastModificationTime ?? now) + 60
+        return (exported, family, CacheContents([.refreshToken(moved)]))
+    }
+
+    /// A family refresh token the broker moved to another app of the family is not brought back by an older document.
+    ///
+    /// Under the first app's key, presented again, a rotated-out token would make the provider revoke the sign-in. A
+    /// newer family token is imported.
+    @Test func neverBringsBackAFamilyTokenTheFamilyReplaced() throws {
+        let (exported, family, current) = try familyTokenMoved()
+        let plan = CacheImport(entries: exported, skipped: [], into: current, now: now)
+        #expect(plan.imported.refreshTokens == 0)
+        #expect(plan.skipped.map(\.reason).contains("the broker holds a newer family refresh token for this account"))
+
+        var newer = family
+        newer.lastModificationTime = (family.lastModificationTime ?? now) + 120
+        let newerPlan = CacheImport(entries: [.refreshToken(newer)], skipped: [], into: current, now: now)
+        #expect(newerPlan.imported.refreshTokens == 1)
     }
 
     /// Family membership the broker learned is not erased by a file that lacks it.

@@ -50,19 +50,26 @@ public struct CacheImport: Sendable {
         }
     }
 
-    /// Why a refresh token is older than one the broker holds for the same app and account under another key
-    /// (another target): the app keeps one refresh token, and an import never brings back one it replaced.
+    /// Why a refresh token is older than one the broker holds for its app and account, or for its family.
+    ///
+    /// Under another key (another target), or for a family token under another app's key: the app keeps one refresh
+    /// token, the family one, and an import never brings back one they replaced. A family token moves to the key of
+    /// the app that redeemed it last; the provider may have rotated out the one left in a document, and presented
+    /// again it would revoke the sign-in.
     private static func newerRefreshToken(than entry: CacheEntry, in contents: borrowing CacheContents) -> String? {
         guard case .refreshToken(let token) = entry else { return nil }
-        let newer = contents.refreshTokens(
+        let others = contents.refreshTokens(
             homeAccountId: token.homeAccountId,
             environments: [token.environment.lowercased()]
         )
-        .contains {
-            $0.id != token.id && $0.clientId.lowercased() == token.clientId.lowercased()
-                && ($0.lastModificationTime ?? 0) >= (token.lastModificationTime ?? 0)
+        .filter { $0.id != token.id && ($0.lastModificationTime ?? 0) >= (token.lastModificationTime ?? 0) }
+        if others.contains(where: { $0.clientId.lowercased() == token.clientId.lowercased() }) {
+            return "the broker holds a newer refresh token for this app and account"
         }
-        return newer ? "the broker holds a newer refresh token for this app and account" : nil
+        if let family = token.familyId, others.contains(where: { $0.familyId == family }) {
+            return "the broker holds a newer family refresh token for this account"
+        }
+        return nil
     }
 
     /// Keeps what the broker learned that the file may lack: family membership, and the account's names and
