@@ -195,6 +195,13 @@ public final class GrantBook: Sendable {
         try await store?.deleteGrants(ids: expired)
     }
 
+    /// Whether the grant with `id` is still held and unexpired: a request that waited for a refresh asks again
+    /// before it answers, so that a grant revoked meanwhile hands out nothing.
+    public func isServing(_ id: String) -> Bool {
+        let now = clock.nowSeconds
+        return state.withLock { $0[id].map { $0.record.expiresAt > now } ?? false }
+    }
+
     /// Counts a token served through the grant with `id`.
     public func served(_ id: String) {
         state.withLock { $0[id]?.served += 1 }

@@ -1,4 +1,5 @@
 import BrokerClient
+import BrokerOAuth
 import BrokerProtocol
 import BrokerTestSupport
 import Foundation
@@ -251,6 +252,37 @@ import Testing
         )
         #expect(try await broker.accounts().isEmpty)
         #expect(try await refreshTokenCount(broker) == 0)
+        try await stop(provider, daemon, broker)
+    }
+
+    /// A grant revoked while a request through it waits for a refresh hands out nothing: the holder hears 401, as
+    /// every request after the revocation does.
+    @Test func aGrantRevokedDuringARefreshHandsOutNothing() async throws {
+        let (provider, daemon, broker) = try await signedIn()
+        let created = try await broker.createGrant(
+            CreateGrantParams(
+                clientId: client,
+                authority: provider.authority,
+                resources: ["api://tokenbroker-tests"],
+                label: "revoked-midway"
+            )
+        )
+        let endpoint = try #require(
+            URL(string: created.grant.endpoint + "?api-version=2019-08-01&resource=api://tokenbroker-tests")
+        )
+        let request = HTTPRequest(
+            method: .get,
+            url: endpoint,
+            headers: [("X-IDENTITY-HEADER", created.identityHeader.reveal())]
+        )
+        try await provider.control("delay", ["ms": 1000])
+        let held = Task { try await AsyncHTTPTransport.shared.send(request, timeout: .seconds(30)) }
+        try await provider.waitUntilAnswersAreHeld(1)
+        _ = try await broker.revokeGrant("revoked-midway")
+        let answer = try await held.value
+        #expect(answer.status == 401)
+        let text = String(decoding: answer.body, as: UTF8.self)
+        #expect(text.contains("was revoked") && !text.contains("access_token"), "\(answer.status)")
         try await stop(provider, daemon, broker)
     }
 
