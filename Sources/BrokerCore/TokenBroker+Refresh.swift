@@ -115,7 +115,11 @@ extension TokenBroker {
             next += 1
             guard attempt.shouldTry(candidate, for: request.clientId) else { continue }
             let outcome = try await redemptions.withLock(candidate.token.secret) {
-                () async throws(BrokerFailure) -> Redemption in
+                logger.debug(
+                    "another request is redeeming this refresh token: waiting for its turn",
+                    metadata: ["correlation_id": "\(correlationId)", "client_id": "\(request.clientId)"]
+                )
+            } _: { () async throws(BrokerFailure) -> Redemption in
                 // The turn may have come after another request's redemption of this token ended: it rotated the
                 // token, or found it dead. Then this one starts again from what the cache holds now.
                 guard try cache.read(candidate.isCached) else { return .stale }

@@ -30,12 +30,14 @@ package final class KeyedLock<Key: Hashable & Sendable>: Sendable {
     /// No key held.
     package init() {}
 
-    /// Runs `body` holding `key`, once every caller that asked for it before has had its turn.
+    /// Runs `body` holding `key`, once every caller that asked for it before has had its turn; `waiting` is called
+    /// first when the key is held by another.
     package func withLock<Value, Failure: Error>(
         _ key: Key,
+        waiting: () -> Void = {},
         _ body: () async throws(Failure) -> Value
     ) async throws(Failure) -> Value {
-        await acquire(key)
+        await acquire(key, waiting: waiting)
         defer { release(key) }
         return try await body()
     }
@@ -50,7 +52,7 @@ package final class KeyedLock<Key: Hashable & Sendable>: Sendable {
         state.withLock { $0.waited }
     }
 
-    private func acquire(_ key: Key) async {
+    private func acquire(_ key: Key, waiting: () -> Void) async {
         // A free key is taken without a continuation: awaiting one, even resumed at once, costs a task switch.
         guard !state.withLock({ $0.take(key) }) else { return }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -60,7 +62,7 @@ package final class KeyedLock<Key: Hashable & Sendable>: Sendable {
                 state.waited += 1
                 return false
             }
-            if taken { continuation.resume() }
+            if taken { continuation.resume() } else { waiting() }
         }
     }
 

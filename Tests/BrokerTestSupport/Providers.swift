@@ -164,13 +164,12 @@ public struct EntraTestProvider: Sendable {
         Int(try await control("stats")["tokenRequests"]?.integerValue ?? -1)
     }
 
-    /// Waits until `count` token answers have waited out the provider's delay (`/_test/delay`) at one time, since
-    /// it was started or reset.
+    /// Waits until `count` token answers are held by the provider (`/_test/hold`, until `/_test/release`).
     public func waitUntilAnswersAreHeld(_ count: Int) async throws {
         let deadline = ContinuousClock.now + eventTimeout
-        while Int(try await control("stats")["peakDelayedAnswers"]?.integerValue ?? 0) < count {
+        while Int(try await control("stats")["heldAnswers"]?.integerValue ?? 0) < count {
             guard ContinuousClock.now < deadline else {
-                throw TestSetupError("gave up waiting: \(count) token answers held by the provider's delay")
+                throw TestSetupError("gave up waiting: \(count) token answers held by the provider")
             }
             try await Task.sleep(for: .milliseconds(2))
         }

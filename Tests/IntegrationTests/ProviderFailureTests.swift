@@ -20,7 +20,8 @@ import Testing
     /// A provider, a daemon that gives up on it after 2 s and remembers a down provider for no time, and Ada
     /// signed in through it.
     func signedIn(
-        providerArguments: [String] = ["--token-lifetime", "200"]
+        providerArguments: [String] = ["--token-lifetime", "200"],
+        daemonArguments: [String] = []
     ) async throws -> (
         EntraTestProvider, DaemonProcess, Broker
     ) {
@@ -28,6 +29,7 @@ import Testing
         let daemon = try await DaemonProcess.start(
             in: directory,
             arguments: provider.daemonArguments + ["--idp-timeout", "2", "--idp-unavailable-window", "0"]
+                + daemonArguments
         )
         let broker = try await Broker.connect(socketPath: daemon.socketPath)
         try daemon.addBrowserProfile(
@@ -217,20 +219,24 @@ import Testing
     /// The provider rotates it and detects reuse (the token it rotated out, presented again, revokes every token of
     /// the user), so each request redeems the token the one before rotated in, and the sign-in lives on.
     @Test func requestsNeedingOneRefreshTokenRedeemItInTurn() async throws {
-        let (provider, daemon, broker) = try await signedIn()
-        try await provider.control("delay", ["ms": 1000])
+        let (provider, daemon, broker) = try await signedIn(daemonArguments: ["--log-level", "debug"])
+        try await provider.control("hold", [:])
         let before = try await provider.tokenRequests()
         let first = Task { try await silent(broker, provider, scopes: ["api://tokenbroker-tests/First.Read"]) }
-        // The first answer is held at the provider, its refresh token rotated out already: the others ask now.
+        // The first answer is held at the provider, its refresh token rotated out already: the others ask now, and
+        // the first goes once both wait for their turn (were they let through, the provider would hold them too).
         try await provider.waitUntilAnswersAreHeld(1)
         async let other = silent(broker, provider, scopes: ["api://tokenbroker-tests/Other.Read"])
         async let family = broker.acquireTokenSilent(
             TokenRequest(clientId: EntraTestProvider.familyClientY, scopes: [scope], authority: provider.authority)
         )
+        try await waitUntil("two requests wait for the refresh token's turn") {
+            daemon.log.components(separatedBy: "waiting for its turn").count - 1 >= 2
+        }
+        try await provider.control("release", [:])
         let sources = try await [first.value, other, family].map(\.tokenSource)
         #expect(sources == [.identityProvider, .identityProvider, .identityProvider])
         #expect(try await provider.tokenRequests() == before + 3)
-        try await provider.control("reset", [:])
         #expect(try await forcedToken(broker, provider).tokenSource == .identityProvider)
         #expect(try await refreshTokenCount(broker) == 1)
         try await stop(provider, daemon, broker)
@@ -240,11 +246,12 @@ import Testing
     /// caller is told to sign in, and the account does not come back.
     @Test func aSignOutDuringARefreshStays() async throws {
         let (provider, daemon, broker) = try await signedIn()
-        try await provider.control("delay", ["ms": 1000])
+        try await provider.control("hold", [:])
         let refresh = Task { try await silent(broker, provider) }
         try await provider.waitUntilAnswersAreHeld(1)
         let removed = try await broker.removeAccount(AccountSelector(username: "ada@contoso.example"))
         #expect(removed.accountRemoved)
+        try await provider.control("release", [:])
         let error = await expectError(.interactionRequired) { _ = try await refresh.value }
         #expect(
             error?.message.contains("were removed while this request refreshed") == true,
@@ -275,10 +282,11 @@ import Testing
             url: endpoint,
             headers: [("X-IDENTITY-HEADER", created.identityHeader.reveal())]
         )
-        try await provider.control("delay", ["ms": 1000])
+        try await provider.control("hold", [:])
         let held = Task { try await AsyncHTTPTransport.shared.send(request, timeout: .seconds(30)) }
         try await provider.waitUntilAnswersAreHeld(1)
         _ = try await broker.revokeGrant("revoked-midway")
+        try await provider.control("release", [:])
         let answer = try await held.value
         #expect(answer.status == 401)
         let text = String(decoding: answer.body, as: UTF8.self)

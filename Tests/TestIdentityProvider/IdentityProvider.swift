@@ -44,6 +44,9 @@ actor IdentityProvider {
     private var authorizeRequests = 0
     private var delayedAnswers = 0
     private var peakDelayedAnswers = 0
+    /// Whether token answers are held until `/_test/release`, and the answers held now.
+    private var holding = false
+    private var held: [CheckedContinuation<Void, Never>] = []
     var deviceCodeRequests = 0
 
     /// The token endpoint's answers timed at the server's edge.
@@ -141,17 +144,34 @@ actor IdentityProvider {
         delayedAnswers -= 1
     }
 
+    /// Holds a token answer, worked out already, until `/_test/release` while answers are held; at once otherwise.
+    func holdIfHeld() async {
+        guard holding else { return }
+        await withCheckedContinuation { held.append($0) }
+    }
+
+    /// Holds every later token answer (`true`) until released (`false`, which lets the held ones go).
+    func setHolding(_ hold: Bool) {
+        holding = hold
+        guard !hold else { return }
+        let waiting = held
+        held = []
+        for answer in waiting { answer.resume() }
+    }
+
     /// Delays every token endpoint answer by `delay` until reset.
     func setTokenDelay(_ delay: Duration) {
         tokenDelay = delay
     }
 
-    /// Clears faults, forgeries, the delay and the peak of delayed answers; issued codes and tokens stay.
+    /// Clears faults, forgeries, the delay and the peak of delayed answers, and lets held answers go; issued codes
+    /// and tokens stay.
     func reset() {
         faults.removeAll()
         forgeries.removeAll()
         tokenDelay = .zero
         peakDelayedAnswers = delayedAnswers
+        setHolding(false)
     }
 
     /// The counters.
@@ -162,6 +182,7 @@ actor IdentityProvider {
             tokenServedMicroseconds: served.microseconds,
             tokenDelayMs: Int(tokenDelay / .milliseconds(1)),
             peakDelayedAnswers: peakDelayedAnswers,
+            heldAnswers: held.count,
             byGrant: tokenRequestsByGrant,
             v1TokenRequests: v1TokenRequests,
             v1ByGrant: v1TokenRequestsByGrant,

@@ -26,6 +26,12 @@ struct TestControlEndpoint: Sendable {
                 guard delay.ms >= 0 else { return Self.invalid("ms must not be negative") }
                 await provider.setTokenDelay(.milliseconds(delay.ms))
                 return .json(ControlResult(ok: true, count: nil, faultsLeft: nil))
+            case "hold":
+                await provider.setHolding(true)
+                return .json(ControlResult(ok: true, count: nil, faultsLeft: nil))
+            case "release":
+                await provider.setHolding(false)
+                return .json(ControlResult(ok: true, count: nil, faultsLeft: nil))
             case "reset":
                 await provider.reset()
                 return .json(ControlResult(ok: true, count: nil, faultsLeft: 0))

@@ -57,6 +57,9 @@ struct ProviderStats: Encodable {
     /// `/_test/reset`: more than one shows that delays do not hold each other up.
     let peakDelayedAnswers: Int
 
+    /// The token answers held now (`/_test/hold`), each worked out already, until `/_test/release`.
+    let heldAnswers: Int
+
     /// Requests to the v2.0 token endpoint by `grant_type`.
     let byGrant: [String: Int]
 

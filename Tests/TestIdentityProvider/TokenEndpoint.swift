@@ -40,7 +40,8 @@ struct TokenEndpoint: Sendable {
     /// Answers one token request; the `client-request-id` header comes back as a header and as `correlation_id`.
     ///
     /// A delay (`/_test/delay`, a fault's `delayMs`) is waited out here, in the connection's task, after the answer
-    /// is worked out; the provider counts the answers waiting at once.
+    /// is worked out; the provider counts the answers waiting at once. So is a hold (`/_test/hold`), until
+    /// `/_test/release`.
     func handle(_ request: HTTPRequest) async -> HTTPResponse {
         let started = ContinuousClock.now
         let (response, delay) = await respond(to: request)
@@ -50,6 +51,7 @@ struct TokenEndpoint: Sendable {
             try? await Task.sleep(for: delay)
             await provider.delayEnded()
         }
+        await provider.holdIfHeld()
         return response
     }
 

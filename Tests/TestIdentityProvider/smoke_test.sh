@@ -508,6 +508,23 @@ jtest "/_test/reset clears the delay" "$WORK/reset-stats.body" "'$status' == '20
 status=$(token after-reset refresh_token --data-urlencode "client_id=$CLIENT_A" --data-urlencode "refresh_token=x")
 check "a token request after the reset is answered" eval '[ "$status" = 400 ]'
 
+# A held answer waits for the release, however long: the stats say it is held (the event waited for) before it goes.
+status=$(control hold)
+curl -s -o "$WORK/held.body" -w '%{http_code}\n' -X POST "$TOKEN_URL" -d grant_type=refresh_token \
+    -d "client_id=$CLIENT_A" -d "refresh_token=held" >"$WORK/held.status" &
+HELD=$!
+echo refresh_token >>"$WORK/sent"
+for _ in $(seq 1500); do
+    status=$(get hold-stats "$BASE/_test/stats")
+    py test "$WORK/hold-stats.body" "j['heldAnswers'] == 1" 2>/dev/null && break
+    sleep 0.02
+done
+jtest "/_test/hold holds a token answer" "$WORK/hold-stats.body" "'$status' == '200' and j['heldAnswers'] == 1"
+check "a held answer is not given before the release" eval '[ ! -s "$WORK/held.status" ]'
+status=$(control release)
+wait "$HELD"
+check "/_test/release lets it go" eval '[ "$(cat "$WORK/held.status")" = 400 ]'
+
 # ---- forged id tokens ----
 FORGED_OID=0000e7e7-0000-4000-8000-00000000e7e7
 status=$(control forge-id-tokens "{\"count\":1,\"objectId\":\"$FORGED_OID\"}")
