@@ -245,6 +245,11 @@ public final class TokenCache: Sendable {
         writesInLine > 0
     }
 
+    /// How many commits wait for those that wait for the disk to be in memory (a refresh's, a planned one's).
+    var waitingBehindTheDisk: Int {
+        line.withLock { $0.behindTheDisk.count }
+    }
+
     /// How many commits are in line for the store, of both kinds.
     var writesInLine: Int {
         line.withLock { $0.count }
@@ -280,10 +285,14 @@ public final class TokenCache: Sendable {
     }
 
     /// Commits `changes` as ``CommitWait/memory`` does, provided `condition` holds of the contents once every commit
-    /// ahead of it is in them; false, having changed nothing, when it does not.
+    /// in line before its write is in them; false, having changed nothing, when it does not.
     ///
     /// A refresh keeps its tokens only while the refresh token it redeemed is still cached: a sign-out that came
     /// first, even one still on its way to the disk, wins, and the account does not come back.
+    ///
+    /// It waits until no commit that waits for the disk is in line, those that came after it included (its write
+    /// goes behind theirs, and memory must change in the order the store does). `condition` runs with the line
+    /// locked and the contents read-locked: it must not touch the cache.
     public func commitInMemory(
         _ changes: CacheChanges,
         provided condition: (borrowing CacheContents) -> Bool = { _ in true }
@@ -359,14 +368,17 @@ public final class TokenCache: Sendable {
     ///
     /// `plan` reads the contents once every commit ahead is in them, and no commit comes between its reading and
     /// the write's place in line: a removal planned so takes every token that a sign-in or a refresh ahead of it
-    /// stored. Errors `plan` throws come out as they are, with nothing changed.
+    /// stored. Errors `plan` throws come out as they are, with nothing changed; a write that fails is logged and
+    /// counted as ``commit(_:waitingFor:)``'s are.
+    ///
+    /// `plan` runs with the line locked and the contents read-locked: it must not touch the cache.
     public func commit<Plan: Sendable, Failure: Error>(
         planning plan: (borrowing CacheContents) throws(Failure) -> (changes: CacheChanges, plan: Plan)
     ) async throws -> Plan {
         while true {
             await durableCommitsApplied()
-            let planned = try await withCheckedThrowingContinuation {
-                (continuation: CheckedContinuation<Plan?, any Error>) in
+            let outcome = try await withCheckedThrowingContinuation {
+                (continuation: CheckedContinuation<PlannedCommit<Plan>?, any Error>) in
                 line.withLock { line in
                     // Another commit that waits for the disk came in line first: wait for it too.
                     guard line.durableAhead == 0 else { return continuation.resume(returning: nil) }
@@ -376,18 +388,30 @@ public final class TokenCache: Sendable {
                     } catch {
                         return continuation.resume(throwing: error)
                     }
-                    let result = planned.plan
-                    enqueueDurably(planned.changes, in: &line) { error in
-                        if let error {
-                            continuation.resume(throwing: error)
-                        } else {
-                            continuation.resume(returning: result)
-                        }
+                    let (changes, result) = planned
+                    enqueueDurably(changes, in: &line) { error in
+                        let written = error.map { PlannedCommit.failed($0) } ?? .written(result, changes)
+                        continuation.resume(returning: written)
                     }
                 }
             }
-            if let planned { return planned }
+            switch outcome {
+            case nil:
+                continue
+            case .written(let result, let changes)?:
+                if changes.upserts.count + changes.deletions.count >= FreeMemory.bulk { FreeMemory.release() }
+                return result
+            case .failed(let error)?:
+                recordFailure(error, "a cache write failed; none of it was kept")
+                throw error
+            }
         }
+    }
+
+    /// How a planned commit's write ended.
+    private enum PlannedCommit<Plan: Sendable>: Sendable {
+        case written(Plan, CacheChanges)
+        case failed(any Error)
     }
 
     /// Puts the write of `changes` in line, to be applied in memory once it is durable; `done` gets its outcome.

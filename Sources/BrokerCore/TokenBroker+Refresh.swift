@@ -229,8 +229,9 @@ extension TokenBroker {
                 await markOutsideFamily(request.clientId, environment: found.cacheAccount.environment)
                 return .failed(failure, outsideFamily: true)
             case .rejected where error.suberror == "bad_token":
-                // The provider says this refresh token is dead (revoked, or replayed): keeping it helps no one.
-                await forget(candidate)
+                // The provider says this refresh token is dead (revoked, or replayed): keeping it helps no one. A
+                // sign-in that replaced it meanwhile brought a live one: try that.
+                guard await forget(candidate) else { return .stale }
                 return .failed(failure, outsideFamily: false)
             case .rejected where error.requiresInteraction:
                 return .failed(failure, outsideFamily: false)
@@ -379,15 +380,16 @@ extension TokenBroker {
     }
 
     /// Removes a refresh token the provider called dead, unless the cache holds another one in its place by then (a
-    /// sign-in's, even one still on its way to the disk).
-    private func forget(_ refreshToken: CachedRefreshToken) async {
+    /// sign-in's, even one still on its way to the disk); false when it does.
+    private func forget(_ refreshToken: CachedRefreshToken) async -> Bool {
         do {
-            _ = try await cache.commitInMemory(
+            return try await cache.commitInMemory(
                 CacheChanges(deletions: [refreshToken.id]),
                 provided: refreshToken.isCached
             )
         } catch {
             logger.error("a dead refresh token could not be removed", metadata: ["error": "\(error)"])
+            return true
         }
     }
 }

@@ -128,7 +128,8 @@ struct TokenCacheWriteLineTests {
                 return (CacheChanges(deletions: all), all.count)
             }
         }
-        // Nothing is read for the removal while the sign-in is not in memory.
+        // The removal waits for the sign-in to be in memory; nothing is read for it before.
+        try await waitUntil("the removal waits behind the sign-in") { cache.waitingBehindTheDisk == 1 }
         #expect(cache.read { $0.accessTokens[signedIn.id.key] } == nil)
         release()
         try await signIn.value
@@ -138,15 +139,25 @@ struct TokenCacheWriteLineTests {
         #expect(storedSecret(store, signedIn.id) == nil && storedSecret(store, token.id) == nil)
     }
 
-    /// What a plan throws comes out as it is, with nothing changed.
+    /// What a plan throws comes out as it is, with nothing changed and no write failure counted; a planned write the
+    /// store refuses is counted and logged, as every commit's is.
     @Test func aPlanThatThrowsChangesNothing() async throws {
-        let (cache, _, _) = try await cache()
+        let (cache, store, token) = try await cache()
         let generation = cache.generation
         await #expect(throws: DiskFull.self) {
             let _: Int = try await cache.commit { _ throws(DiskFull) in throw DiskFull() }
         }
         #expect(cache.generation == generation)
         #expect(!cache.isWriting)
+        #expect(cache.writeFailures.count == 0)
+
+        store.failCommits(with: DiskFull())
+        await #expect(throws: DiskFull.self) {
+            try await cache.commit { _ in (CacheChanges(deletions: [token.id]), 1) }
+        }
+        #expect(cache.generation == generation)
+        #expect(cache.writeFailures.count == 1)
+        #expect(cache.read { $0.accessTokens[token.id.key] } != nil)
     }
 
     /// A write behind that fails leaves memory with the tokens (already handed out), is counted and logged, and
