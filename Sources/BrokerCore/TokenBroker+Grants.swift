@@ -156,7 +156,13 @@ extension TokenBroker {
         guard let ask = grant.ask(for: resource) else {
             throw BrokerFailure(.permissionDenied, "the grant does not cover the resource \(shown(resource))")
         }
-        return try answerSilently(grant.silentParams(for: ask, correlationId: correlationId), caller: caller)
+        // A grant revoked (or expired) while a refresh is under way gets nothing, and no audit line says otherwise.
+        let id = grant.id
+        return try answerSilently(
+            grant.silentParams(for: ask, correlationId: correlationId),
+            caller: caller,
+            entitled: { [grants] in grants.isServing(id) }
+        )
     }
 
     /// `discardAccessToken`: drops the access token its audience refused, so that the next request refreshes.

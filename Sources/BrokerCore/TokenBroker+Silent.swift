@@ -15,6 +15,17 @@ extension TokenBroker {
         _ params: AcquireTokenSilentlyParams,
         caller: Caller
     ) throws(BrokerFailure) -> Answer<AcquireTokenResult> {
+        try answerSilently(params, caller: caller, entitled: nil)
+    }
+
+    /// ``answerSilently(_:caller:)`` for a caller whose right to the token can end while a refresh is under way (a
+    /// grant's holder): `entitled` is asked again once the refresh ended, before the token is handed out or
+    /// audited, and a caller no longer entitled gets `permission_denied`.
+    func answerSilently(
+        _ params: AcquireTokenSilentlyParams,
+        caller: Caller,
+        entitled: (@Sendable () -> Bool)?
+    ) throws(BrokerFailure) -> Answer<AcquireTokenResult> {
         let request = try SilentRequest(params.authParameters, broker: self)
         let cache = try cache
         let now = nowSeconds
@@ -24,7 +35,13 @@ extension TokenBroker {
         let correlationId = params.effectiveCorrelationId
         guard let token = found.accessToken, found.freshness == .fresh, !request.bypassesCache else {
             return .later { _ throws(BrokerFailure) in
-                try await self.refreshed(request, found: found, correlationId: correlationId, caller: caller)
+                try await self.refreshed(
+                    request,
+                    found: found,
+                    correlationId: correlationId,
+                    caller: caller,
+                    entitled: entitled
+                )
             }
         }
         if let secret = cache.secretInMemory(of: token) {
@@ -39,7 +56,13 @@ extension TokenBroker {
         // of a miss.
         return .later { _ throws(BrokerFailure) in
             guard let secret = try await self.secret(of: token) else {
-                return try await self.refreshed(request, found: found, correlationId: correlationId, caller: caller)
+                return try await self.refreshed(
+                    request,
+                    found: found,
+                    correlationId: correlationId,
+                    caller: caller,
+                    entitled: entitled
+                )
             }
             var token = token
             token.secret = secret
@@ -89,11 +112,19 @@ extension TokenBroker {
         _ request: SilentRequest,
         found: CacheLookup,
         correlationId: String,
-        caller: Caller
+        caller: Caller,
+        entitled: (@Sendable () -> Bool)?
     ) async throws(BrokerFailure) -> AcquireTokenResult {
         let key = RefreshKey(request: request, lookup: found)
         var result = try await refreshes.run(key) { () async throws(BrokerFailure) -> TokenResult in
             try await self.refresh(request, found: found, correlationId: correlationId)
+        }
+        guard entitled?() ?? true else {
+            throw BrokerFailure(
+                .permissionDenied,
+                "the caller's grant ended while its token was refreshed",
+                details: .init(correlationId: correlationId)
+            )
         }
         result.correlationId = correlationId
         audit.tokenIssued(

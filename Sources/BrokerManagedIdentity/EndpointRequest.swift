@@ -158,13 +158,12 @@ extension IdentityEndpoint {
             return .success(
                 .later {
                     do throws(BrokerFailure) {
-                        let result = try await work(.none)
-                        // Revoked, or expired, while the provider answered: the holder gets nothing.
+                        return self.reply(try await work(.none), grant: grant, resource: request.resource)
+                    } catch {
+                        // Revoked, or expired, while the provider answered: the holder hears what it would now.
                         guard self.broker.grants.isServing(grant.id) else {
                             return .failure(.unauthorized, "the grant \(grant.label) was revoked or has expired")
                         }
-                        return self.reply(result, grant: grant, resource: request.resource)
-                    } catch {
                         let refusal = self.refusal(error, grant: grant)
                         return .failure(refusal.status, refusal.message)
                     }

@@ -292,6 +292,11 @@ import Testing
         let text = String(decoding: answer.body, as: UTF8.self)
         #expect(text.contains("was revoked") && !text.contains("access_token"), "\(answer.status)")
         try await stop(provider, daemon, broker)
+        // Nor does the audit say the grant's holder got a token (the daemon wrote its audit lines as it stopped).
+        let issued = daemon.log.split(separator: "\n").filter {
+            $0.contains("token issued") && $0.contains("revoked-midway")
+        }
+        #expect(issued.isEmpty, "\(issued.count) audit lines")
     }
 
     /// The user's refresh tokens were revoked: interaction_required with the provider's error.
