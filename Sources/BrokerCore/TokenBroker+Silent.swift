@@ -19,8 +19,8 @@ extension TokenBroker {
     }
 
     /// ``answerSilently(_:caller:)`` for a caller whose right to the token can end while a refresh is under way (a
-    /// grant's holder): `entitled` is asked again once the refresh ended, before the token is handed out or
-    /// audited, and a caller no longer entitled gets `permission_denied`.
+    /// grant's holder): `entitled` is asked again once a refresh (or a read of the token from the store) ended,
+    /// before the token is handed out or audited, and a caller no longer entitled gets `permission_denied`.
     func answerSilently(
         _ params: AcquireTokenSilentlyParams,
         caller: Caller,
@@ -64,11 +64,23 @@ extension TokenBroker {
                     entitled: entitled
                 )
             }
+            try self.checkEntitled(entitled, correlationId: correlationId)
             var token = token
             token.secret = secret
             let result = self.issue(token, from: found, request: request, correlationId: correlationId, caller: caller)
             self.remember(result, for: params.authParameters, seconds: found.answerHolds, generation: generation)
             return result
+        }
+    }
+
+    /// Throws `permission_denied` when a caller's right to a token (a grant's) ended while its answer was worked out.
+    private func checkEntitled(_ entitled: (@Sendable () -> Bool)?, correlationId: String) throws(BrokerFailure) {
+        guard entitled?() ?? true else {
+            throw BrokerFailure(
+                .permissionDenied,
+                "the caller's grant ended while its token was worked out",
+                details: .init(correlationId: correlationId)
+            )
         }
     }
 
@@ -119,13 +131,7 @@ extension TokenBroker {
         var result = try await refreshes.run(key) { () async throws(BrokerFailure) -> TokenResult in
             try await self.refresh(request, found: found, correlationId: correlationId)
         }
-        guard entitled?() ?? true else {
-            throw BrokerFailure(
-                .permissionDenied,
-                "the caller's grant ended while its token was refreshed",
-                details: .init(correlationId: correlationId)
-            )
-        }
+        try checkEntitled(entitled, correlationId: correlationId)
         result.correlationId = correlationId
         audit.tokenIssued(
             to: caller,
