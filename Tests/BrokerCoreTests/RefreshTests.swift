@@ -214,6 +214,30 @@ struct RefreshTests {
         #expect(next.accessToken.reveal() == "AT-NEW-4")
     }
 
+    /// A refresh of the fixture's stale token, once it is at the provider, its answer held until `release`; and the
+    /// refresh token a sign-in puts in the same entry meanwhile (`RT-SIGNED-IN`), for the test to commit.
+    private func heldRefresh(
+        _ fixture: BrokerFixture,
+        _ transport: ScriptedTransport
+    ) async throws -> (
+        refresh: Task<TokenResult, any Error>, release: @Sendable () -> Void, cache: TokenCache, signIn: RefreshToken
+    ) {
+        // The hold's first look says the refresh is at the provider.
+        let hold = Mutex((arrived: false, released: false))
+        transport.holdAnswers(endingIn: "/token") {
+            hold.withLock { hold in
+                hold.arrived = true
+                return hold.released
+            }
+        }
+        let refresh = Task { try await fixture.silent() }
+        try await waitUntil("the refresh is at the provider") { hold.withLock { $0.arrived } }
+        let cache = try #require(fixture.broker.vault.cache)
+        var signIn = try #require(cache.read { $0.refreshTokens.values.first })
+        signIn.secret = Secret("RT-SIGNED-IN")
+        return (refresh, { hold.withLock { $0.released = true } }, cache, signIn)
+    }
+
     /// A sign-in that replaced the refresh token while the provider answered its refresh wins: the refresh keeps
     /// nothing of the older session's answer, and redeems the sign-in's token instead.
     @Test func aRefreshKeepsNothingOnceASignInReplacedItsToken() async throws {
@@ -229,23 +253,11 @@ struct RefreshTests {
             }
         }
         let fixture = try await BrokerFixture(documents: [Self.staleCache()], transport: transport)
-        // The refresh's answer waits for the sign-in; the hold's first look says the refresh is at the provider.
-        let hold = Mutex((arrived: false, signedIn: false))
-        transport.holdAnswers(endingIn: "/token") {
-            hold.withLock { hold in
-                hold.arrived = true
-                return hold.signedIn
-            }
-        }
-        let refresh = Task { try await fixture.silent() }
-        try await waitUntil("the refresh is at the provider") { hold.withLock { $0.arrived } }
+        let (refresh, release, cache, signIn) = try await heldRefresh(fixture, transport)
         // The user signs in again meanwhile: a new refresh token in the same entry.
-        let cache = try #require(fixture.broker.vault.cache)
-        var signIn = try #require(cache.read { $0.refreshTokens.values.first })
-        signIn.secret = Secret("RT-SIGNED-IN")
         provider.withLock { _ = $0.valid.insert("RT-SIGNED-IN") }
         try await cache.commit(CacheChanges(upserts: [.refreshToken(signIn)]))
-        hold.withLock { $0.signedIn = true }
+        release()
         #expect(try await refresh.value.accessToken.reveal() == "AT-NEW-2")
         #expect(transport.sent.last?.formFields["refresh_token"] == "RT-SIGNED-IN")
         #expect(await refreshTokens(fixture) == ["RT-NEW-2"])
@@ -260,26 +272,14 @@ struct RefreshTests {
                 : ScriptedTransport.json(400, ["error": "invalid_grant", "suberror": "bad_token"])
         }
         let fixture = try await BrokerFixture(documents: [Self.staleCache()], transport: transport)
-        // The refresh's answer waits for the sign-in; the hold's first look says the refresh is at the provider.
-        let hold = Mutex((arrived: false, signedIn: false))
-        transport.holdAnswers(endingIn: "/token") {
-            hold.withLock { hold in
-                hold.arrived = true
-                return hold.signedIn
-            }
-        }
-        let refresh = Task { try await fixture.silent() }
-        try await waitUntil("the refresh is at the provider") { hold.withLock { $0.arrived } }
-        let cache = try #require(fixture.broker.vault.cache)
-        var signIn = try #require(cache.read { $0.refreshTokens.values.first })
-        signIn.secret = Secret("RT-SIGNED-IN")
-        let release = fixture.store.holdWrites()
+        let (refresh, release, cache, signIn) = try await heldRefresh(fixture, transport)
+        let releaseWrites = fixture.store.holdWrites()
         let signInCommit = Task { try await cache.commit(CacheChanges(upserts: [.refreshToken(signIn)])) }
         try await waitUntil("the sign-in's write is in line") { cache.isWriting }
-        hold.withLock { $0.signedIn = true }
+        release()
         // The dead token's removal comes behind the sign-in, before the disk took it.
         try await waitUntil("the removal is in line behind the sign-in") { cache.writesInLine == 2 }
-        release()
+        releaseWrites()
         try await signInCommit.value
         #expect(try await refresh.value.accessToken.reveal() == "AT-NEW-after-sign-in")
         #expect(transport.sent.last?.formFields["refresh_token"] == "RT-SIGNED-IN")
