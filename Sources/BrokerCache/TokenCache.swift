@@ -257,13 +257,22 @@ public final class TokenCache: Sendable {
 
     /// Waits until every commit in line is in the store (or failed); call before the process exits.
     public func finishWrites() async {
+        await waitInLine(until: { $0.count == 0 }, among: \.drained)
+    }
+
+    /// Waits until `done` holds of the line: at once when it does, else among `waiters`, whom the commit that makes
+    /// it hold resumes.
+    private func waitInLine(
+        until done: (WriteLine) -> Bool,
+        among waiters: WritableKeyPath<WriteLine, [CheckedContinuation<Void, Never>]>
+    ) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let drained = line.withLock { line -> Bool in
-                guard line.count > 0 else { return true }
-                line.drained.append(continuation)
+            let holds = line.withLock { line -> Bool in
+                guard !done(line) else { return true }
+                line[keyPath: waiters].append(continuation)
                 return false
             }
-            if drained { continuation.resume() }
+            if holds { continuation.resume() }
         }
     }
 
@@ -325,14 +334,7 @@ public final class TokenCache: Sendable {
 
     /// Waits until no commit that waits for the disk is in line and not yet in the contents.
     private func durableCommitsApplied() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let applied = line.withLock { line -> Bool in
-                guard line.durableAhead > 0 else { return true }
-                line.behindTheDisk.append(continuation)
-                return false
-            }
-            if applied { continuation.resume() }
-        }
+        await waitInLine(until: { $0.durableAhead == 0 }, among: \.behindTheDisk)
     }
 
     /// Applies `changes` in memory and puts their write in line, in the place already counted for it; called with
