@@ -1,0 +1,61 @@
+import Crypto
+import Foundation
+import Testing
+
+@testable import BrokerCache
+
+/// The row ids entries are stored under: rows written by earlier versions are found by them, so they never change.
+struct SecretSealerTests {
+    private let key = SymmetricKey(data: Data((0..<32).map { UInt8($0) }))
+
+    /// The id as the store's format defines it: HMAC-SHA256, under a subkey derived from the cache key, of the entry's
+    /// section and MSAL key, in base64.
+    private func definedRowID(section: String, key entryKey: String) -> String {
+        let rowKey = HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: key,
+            info: Data("tokenbroker row ids v1".utf8),
+            outputByteCount: 32
+        )
+        let input = Data("tokenbroker.row.v1\u{0}\(section)\u{0}\(entryKey)".utf8)
+        return Data(HMAC<SHA256>.authenticationCode(for: input, using: rowKey)).base64EncodedString()
+    }
+
+    /// One sealer asked again and again, past what it remembers, gives each entry the id the format defines.
+    @Test func rowIDsAreTheDefinedHMACWhetherRememberedOrNot() throws {
+        let sealer = try SecretSealer(key: key)
+        let keys = (0..<(RowIDMemo.capacity + 300)).map { "uid\($0).utid-login.example.com-refreshtoken-client-" }
+        for round in 0..<2 {
+            for (index, entryKey) in keys.enumerated() {
+                let section = index.isMultiple(of: 2) ? "RefreshToken" : "AccessToken"
+                #expect(
+                    sealer.rowID(section: section, key: entryKey) == definedRowID(section: section, key: entryKey),
+                    "round \(round), entry \(index)"
+                )
+            }
+        }
+        #expect(sealer.rowID(section: "IdToken", key: keys[0]) != sealer.rowID(section: "AccessToken", key: keys[0]))
+        let other = try SecretSealer(key: SymmetricKey(data: Data(repeating: 7, count: 32)))
+        #expect(other.rowID(section: "AccessToken", key: keys[1]) != sealer.rowID(section: "AccessToken", key: keys[1]))
+    }
+
+    /// The memo holds at most its capacity, and an entry asked for again is not computed again.
+    @Test func theMemoIsBoundedAndComputesEachEntryOnce() {
+        let memo = RowIDMemo()
+        var computed = 0
+        for index in 0..<(RowIDMemo.capacity * 2 + 5) {
+            _ = memo.rowID(section: "AccessToken", key: "key \(index)") {
+                computed += 1
+                return "id \(index)"
+            }
+            #expect(memo.count <= RowIDMemo.capacity)
+        }
+        #expect(computed == RowIDMemo.capacity * 2 + 5)
+        let last = "key \(RowIDMemo.capacity * 2 + 4)"
+        let again = memo.rowID(section: "AccessToken", key: last) {
+            computed += 1
+            return "computed again"
+        }
+        #expect(again == "id \(RowIDMemo.capacity * 2 + 4)")
+        #expect(computed == RowIDMemo.capacity * 2 + 5)
+    }
+}
