@@ -57,5 +57,28 @@ struct SecretSealerTests {
         }
         #expect(again == "id \(RowIDMemo.capacity * 2 + 4)")
         #expect(computed == RowIDMemo.capacity * 2 + 5)
+        let remembered = memo.count
+        memo.forget(section: "AccessToken", key: last)
+        #expect(memo.count == remembered - 1)
+        #expect(
+            memo.rowID(section: "AccessToken", key: last) { "computed after it was forgotten" }
+                == "computed after it was forgotten"
+        )
+    }
+
+    /// An entry removed is forgotten, and its id is still the one the format defines.
+    @Test func aRemovedEntrysIDIsForgotten() throws {
+        let sealer = try SecretSealer(key: key)
+        let entryKey = "uid.utid-login.example.com-refreshtoken-client-"
+        let id = sealer.rowID(section: "RefreshToken", key: entryKey)
+        #expect(sealer.rememberedRowIDs == 1)
+        #expect(sealer.rowIDForgetting(section: "RefreshToken", key: entryKey) == id)
+        #expect(sealer.rememberedRowIDs == 0)
+        #expect(
+            sealer.rowIDForgetting(section: "AccessToken", key: entryKey)
+                == definedRowID(section: "AccessToken", key: entryKey)
+        )
+        #expect(sealer.rememberedRowIDs == 0)
+        #expect(id == definedRowID(section: "RefreshToken", key: entryKey))
     }
 }

@@ -62,6 +62,16 @@ public struct SecretSealer: Sendable {
         }
     }
 
+    /// The row id of an entry being removed, forgotten by the memo: a removed account's ids do not stay in memory.
+    public func rowIDForgetting(section: String, key: String) -> String {
+        let id = rowID(section: section, key: key)
+        rowIDs.forget(section: section, key: key)
+        return id
+    }
+
+    /// How many row ids the memo holds, for tests.
+    var rememberedRowIDs: Int { rowIDs.count }
+
     /// A value that identifies the key without revealing it: HMAC-SHA256 of a fixed label.
     public var keyCheck: String {
         let mac = key.withKey { key in
@@ -73,10 +83,10 @@ public struct SecretSealer: Sendable {
 
 /// The row ids of the entries written lately.
 ///
-/// Each is an HMAC of a hundred-byte key, some 30,000 instructions through
-/// swift-crypto, and a refresh writes five entries, the same five at each refresh of theirs: 22 % of the writer's
-/// instructions went to computing the same ids again. The results of a function of the key alone, and none of them
-/// secret (the database holds them in the clear); at most `capacity`, forgotten all at once when full.
+/// Each is an HMAC of a hundred-byte key, some 30,000 instructions through swift-crypto, and a refresh writes five
+/// entries, the same five at each refresh of theirs: 22 % of the writer's instructions went to computing the same ids
+/// again. They are a function of the key alone, and none of them is secret (the database holds them in the clear). At
+/// most `capacity` are kept, forgotten all at once when full, and an entry's when it is removed.
 final class RowIDMemo: Sendable {
     static let capacity = 1024
 
@@ -97,6 +107,12 @@ final class RowIDMemo: Sendable {
             ids[entry] = id
         }
         return id
+    }
+
+    /// Forgets the entry's id.
+    func forget(section: String, key: String) {
+        let entry = Entry(section: section, key: key)
+        _ = ids.withLock { $0.removeValue(forKey: entry) }
     }
 
     /// How many ids are remembered, for tests.

@@ -192,7 +192,7 @@ public final class SQLiteTokenStore: TokenStore {
             return (section: id.section.name, rowID: rowID, body: body)
         }
         let deletions = changes.deletions.map { id in
-            (section: id.section.name, rowID: sealer.rowID(section: id.section.name, key: id.key))
+            (section: id.section.name, rowID: sealer.rowIDForgetting(section: id.section.name, key: id.key))
         }
         try db.inTransaction(.immediate) {
             // Cached statements: compiled once per connection, not at every commit (a refresh's few rows spent more
