@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Crypto
 import Foundation
 import Testing
@@ -58,8 +59,9 @@ struct SecretSealerTests {
         #expect(again == "id \(RowIDMemo.capacity * 2 + 4)")
         #expect(computed == RowIDMemo.capacity * 2 + 5)
         let remembered = memo.count
-        memo.forget(section: "AccessToken", key: last)
+        #expect(memo.forget(section: "AccessToken", key: last) == "id \(RowIDMemo.capacity * 2 + 4)")
         #expect(memo.count == remembered - 1)
+        #expect(memo.forget(section: "AccessToken", key: last) == nil)
         #expect(
             memo.rowID(section: "AccessToken", key: last) { "computed after it was forgotten" }
                 == "computed after it was forgotten"
@@ -80,5 +82,32 @@ struct SecretSealerTests {
         )
         #expect(sealer.rememberedRowIDs == 0)
         #expect(id == definedRowID(section: "RefreshToken", key: entryKey))
+    }
+
+    /// Writing remembers the ids of the entries written; opening a cache checks every row's id without remembering
+    /// them (a load reads each row once), and a removal forgets the entries it removed.
+    @Test func writesRememberTheirRowsAndLoadsDoNot() async throws {
+        let directory = try TemporaryDirectory()
+        let url = CacheLocation(stateDirectory: directory.url).databaseURL
+        try FileManager.default.createDirectory(
+            at: url.deletingLastPathComponent(),
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700]
+        )
+        let document = CacheFixtures.msalCache(people: [CacheFixtures.ada, CacheFixtures.alan], label: "1")
+        let written = try MSALCacheDocument.read(Data(CacheFixtures.text(document).utf8)).entries
+        let writer = try SecretSealer(key: key)
+        do {
+            let cache = try await TokenCache(store: try SQLiteTokenStore(url: url, sealer: writer))
+            try await cache.commit(CacheChanges(upserts: written))
+            #expect(writer.rememberedRowIDs == written.count)
+            try await cache.commit(CacheChanges(deletions: [written[0].id]))
+            #expect(writer.rememberedRowIDs == written.count - 1)
+        }
+        let reader = try SecretSealer(key: key)
+        let reopened = try await TokenCache(store: try SQLiteTokenStore(url: url, sealer: reader))
+        #expect(reopened.damaged.isEmpty)
+        #expect(reader.rememberedRowIDs == 0)
+        #expect(Set(try await reopened.allEntriesWithSecrets()) == Set(written.dropFirst()))
     }
 }

@@ -54,19 +54,22 @@ public struct SecretSealer: Sendable {
 
     /// The row id an entry is stored under: an HMAC of its section and key, so the database reveals neither
     /// account ids nor client ids (MSAL keys are built from both).
+    ///
+    /// Remembered (``RowIDMemo``), for the entries written and read again.
     public func rowID(section: String, key: String) -> String {
-        rowIDs.rowID(section: section, key: key) {
-            let input = Data("tokenbroker.row.v1\u{0}\(section)\u{0}\(key)".utf8)
-            return rowKey.withKey { key in Data(HMAC<SHA256>.authenticationCode(for: input, using: key)) }
-                .base64EncodedString()
-        }
+        rowIDs.rowID(section: section, key: key) { computedRowID(section: section, key: key) }
     }
 
-    /// The row id of an entry being removed, forgotten by the memo: a removed account's ids do not stay in memory.
+    /// The row id of an entry being removed, which the memo forgets: a removed account's ids do not stay in memory.
     public func rowIDForgetting(section: String, key: String) -> String {
-        let id = rowID(section: section, key: key)
-        rowIDs.forget(section: section, key: key)
-        return id
+        rowIDs.forget(section: section, key: key) ?? computedRowID(section: section, key: key)
+    }
+
+    /// The row id, computed and not remembered: for the rows a load checks, each once.
+    public func computedRowID(section: String, key: String) -> String {
+        let input = Data("tokenbroker.row.v1\u{0}\(section)\u{0}\(key)".utf8)
+        return rowKey.withKey { key in Data(HMAC<SHA256>.authenticationCode(for: input, using: key)) }
+            .base64EncodedString()
     }
 
     /// How many row ids the memo holds, for tests.
@@ -109,10 +112,10 @@ final class RowIDMemo: Sendable {
         return id
     }
 
-    /// Forgets the entry's id.
-    func forget(section: String, key: String) {
+    /// Forgets the entry's id, returning it if it was remembered.
+    func forget(section: String, key: String) -> String? {
         let entry = Entry(section: section, key: key)
-        _ = ids.withLock { $0.removeValue(forKey: entry) }
+        return ids.withLock { $0.removeValue(forKey: entry) }
     }
 
     /// How many ids are remembered, for tests.

@@ -138,7 +138,7 @@ public final class SQLiteTokenStore: TokenStore {
                         context: Self.context(section: sectionName, rowID: rowID)
                     )
                     let stored = try WireDecoder().decode(StoredBody.self, from: plaintext)
-                    guard self.sealer.rowID(section: sectionName, key: stored.key) == rowID else {
+                    guard self.sealer.computedRowID(section: sectionName, key: stored.key) == rowID else {
                         throw CacheError(.corrupt, "an entry's key does not match its row")
                     }
                     let entry = try CacheEntry(section: section, key: stored.key, value: stored.value)
