@@ -190,7 +190,7 @@ final class MemoryStore: TokenStore {
     }
 
     func enqueueCommit(
-        _ changes: CacheChanges,
+        preparing changes: @escaping @Sendable () -> CacheChanges,
         afterCommit: @escaping @Sendable () -> Void,
         completion: @escaping @Sendable ((any Error)?) -> Void
     ) {

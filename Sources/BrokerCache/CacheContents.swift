@@ -46,10 +46,17 @@ public struct CacheContents: Sendable {
         apply(CacheChanges(upserts: Array(entries)))
     }
 
-    /// Applies deletions, then upserts.
-    public mutating func apply(_ changes: CacheChanges) {
+    /// Applies deletions, then upserts; returns the positions, among the upserts, of the accounts and app metadata
+    /// the contents held already as they are (once the deletions were applied): writing those again changes nothing.
+    @discardableResult
+    public mutating func apply(_ changes: CacheChanges) -> [Int] {
         for id in changes.deletions { remove(id) }
-        for (entry, id) in changes.identifiedUpserts { insert(entry, id: id, knownClaims: changes.idTokenClaims) }
+        var unchanged: [Int] = []
+        for (position, (entry, id)) in changes.identifiedUpserts.enumerated()
+        where insert(entry, id: id, knownClaims: changes.idTokenClaims) {
+            unchanged.append(position)
+        }
+        return unchanged
     }
 
     /// Looks an entry up by id.
@@ -252,12 +259,16 @@ public struct CacheContents: Sendable {
     /// own, so that values both hold are not dropped and made again.
     ///
     /// `id` is the entry's; `knownClaims` are id tokens' claims that the caller decoded already, by entry key.
-    mutating func insert(_ entry: CacheEntry, id: EntryID, knownClaims: [String: [String: JSONValue]] = [:]) {
+    /// Inserts or replaces `entry`; true when it is an account or an app's metadata that the contents held already as it
+    /// is (tokens are not compared: a token upserted is a new one).
+    @discardableResult
+    mutating func insert(_ entry: CacheEntry, id: EntryID, knownClaims: [String: [String: JSONValue]] = [:]) -> Bool {
         let key = id.key
         switch entry {
         case .accessToken(var token):
             if let old = accessTokens[key], Self.takeKeptCopies(of: old, into: &token) {
-                return keep(token, key: key)
+                keep(token, key: key)
+                return false
             }
             share(&token.homeAccountId)
             share(&token.environment)
@@ -272,7 +283,7 @@ public struct CacheContents: Sendable {
         case .refreshToken(var token):
             if let old = refreshTokens[key], Self.takeKeptCredentialCopies(of: old, into: &token) {
                 refreshTokens[key] = token
-                return
+                return false
             }
             share(&token.homeAccountId)
             share(&token.environment)
@@ -284,7 +295,7 @@ public struct CacheContents: Sendable {
             if let old = idTokens[key], Self.takeKeptCopies(of: old, into: &token) {
                 idTokens[key] = token
                 idTokenClaims[key] = Self.claims(of: token, known: knownClaims[key])
-                return
+                return false
             }
             share(&token.homeAccountId)
             share(&token.environment)
@@ -304,7 +315,7 @@ public struct CacheContents: Sendable {
                 if account.clientInfo == nil, derivedClientInfo[account.homeAccountId] == nil {
                     derivedClientInfo[account.homeAccountId] = account.derivedClientInfo
                 }
-                return
+                return old == account
             }
             remove(id)
             accounts[key] = account
@@ -316,10 +327,11 @@ public struct CacheContents: Sendable {
                 accountsByUsername[account.username.lowercasedSharingStorage, default: []].insert(key)
             }
         case .appMetadata(let metadata):
-            appMetadata[key] = metadata
+            return appMetadata.updateValue(metadata, forKey: key) == metadata
         case .other(let id, let value):
             others[id] = value
         }
+        return false
     }
 
     /// An id token's claims: `known` when the caller decoded them already (the tests' debug builds check that they

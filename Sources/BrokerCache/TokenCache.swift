@@ -60,6 +60,9 @@ public final class TokenCache: Sendable {
         var behindTheDisk: [CheckedContinuation<Void, Never>] = []
         /// Who waits for the line to empty.
         var drained: [CheckedContinuation<Void, Never>] = []
+        /// Whether a write failed whose changes memory kept: the store may then lack what the contents hold, until
+        /// the cache is opened again, and writes leave nothing out.
+        var memoryAheadOfDisk = false
 
         /// One commit waiting for the disk is in the contents (or failed); those behind the disk when none is left.
         mutating func durableLeft() -> [CheckedContinuation<Void, Never>] {
@@ -339,12 +342,21 @@ public final class TokenCache: Sendable {
 
     /// Applies `changes` in memory and puts their write in line, in the place already counted for it; called with
     /// the line locked and no commit waiting for the disk ahead.
+    ///
+    /// What the contents held already as it is (a refresh's account and app metadata, the same at every refresh) is
+    /// left out of the write when its turn comes, if no write that changed memory has failed: every write ahead then
+    /// landed (none waiting for the disk is ahead), and the store holds it as it is too.
     private func enqueueInMemory(_ changes: CacheChanges) {
-        let generation = apply(changes, unwritten: true)
-        store.enqueueCommit(changes) {
+        let (generation, unchanged) = apply(changes, unwritten: true)
+        store.enqueueCommit {
+            unchanged.isEmpty || self.line.withLock(\.memoryAheadOfDisk)
+                ? changes : changes.removingUpserts(at: unchanged)
+        } afterCommit: {
             self.secretsWritten(by: generation)
         } completion: { error in
             if let error {
+                // Before the next write's turn: it, and every one after, is written whole.
+                self.line.withLock { $0.memoryAheadOfDisk = true }
                 self.recordFailure(
                     error,
                     "a cache write failed after its tokens were handed out: memory keeps them, the disk has what it had before"
@@ -442,15 +454,16 @@ public final class TokenCache: Sendable {
         }
     }
 
-    /// Applies `changes` to the contents and returns the new generation; called with the line locked, so the
-    /// contents change in the order the writes are in line.
-    private func apply(_ changes: CacheChanges, unwritten: Bool) -> UInt64 {
-        let generation = contents.write { contents -> UInt64 in
-            contents.apply(changes)
-            return changeCount.add(1, ordering: .releasing).newValue
+    /// Applies `changes` to the contents and returns the new generation, with the positions of the upserts the
+    /// contents held already as they are (``CacheContents/apply(_:)``); called with the line locked, so the contents
+    /// change in the order the writes are in line.
+    private func apply(_ changes: CacheChanges, unwritten: Bool) -> (generation: UInt64, unchanged: [Int]) {
+        let (generation, unchanged) = contents.write { contents -> (UInt64, [Int]) in
+            let unchanged = contents.apply(changes)
+            return (changeCount.add(1, ordering: .releasing).newValue, unchanged)
         }
         carrySecrets(over: changes, to: generation, unwritten: unwritten)
-        return generation
+        return (generation, unchanged)
     }
 
     /// One commit left the line: lets those waiting for it to empty go on when it has.

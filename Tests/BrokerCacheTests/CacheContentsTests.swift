@@ -115,4 +115,30 @@ struct CacheContentsTests {
         #expect(contents.count.accounts == 1)
         #expect(contents.count.accessTokens == 1)
     }
+
+    /// Applying says which upserts changed nothing: an account or app metadata held as it is, but not a token (a token
+    /// upserted is a new one), a changed account, or an account its deletion took out first.
+    @Test func applyingTellsWhichUpsertsChangedNothing() throws {
+        var contents = try contents()
+        let account = try #require(contents.accounts(username: "ada@contoso.com").first)
+        let metadata = try #require(
+            contents.appMetadata(clientId: CacheFixtures.clientId, environments: [CacheFixtures.environment])
+        )
+        let token = try #require(contents.accessTokens.values.first)
+        var renamed = account
+        renamed.name = "Ada King"
+        var refamilied = metadata
+        refamilied.familyId = metadata.familyId == nil ? "1" : nil
+
+        #expect(
+            contents.apply(CacheChanges(upserts: [.accessToken(token), .account(account), .appMetadata(metadata)])) == [
+                1, 2,
+            ]
+        )
+        #expect(contents.apply(CacheChanges(upserts: [.appMetadata(refamilied), .account(renamed)])).isEmpty)
+        #expect(contents.accounts(username: "ada@contoso.com").first?.name == "Ada King")
+        #expect(contents.apply(CacheChanges(upserts: [.account(renamed), .appMetadata(refamilied)])) == [0, 1])
+        #expect(contents.apply(CacheChanges(upserts: [.account(renamed)], deletions: [renamed.id])).isEmpty)
+        #expect(contents.accounts(username: "ada@contoso.com").first?.name == "Ada King")
+    }
 }

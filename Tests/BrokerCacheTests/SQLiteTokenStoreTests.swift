@@ -86,6 +86,83 @@ struct SQLiteTokenStoreTests {
         #expect(try await reopened.allEntriesWithSecrets() == expected)
     }
 
+    /// Each row's sealed body, by section and row id: a row written again has a new body (a new nonce), even with
+    /// the same entry in it.
+    private func sealedBodies(_ location: CacheLocation) throws -> [String: Data] {
+        let queue = try DatabaseQueue(path: location.databaseURL.path)
+        return try queue.read { db in
+            var bodies: [String: Data] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT section, row_id, body FROM entry") {
+                bodies["\(row["section"] as String)/\(row["row_id"] as DatabaseValue)"] = row["body"]
+            }
+            return bodies
+        }
+    }
+
+    /// A refresh commits its account and app metadata with its tokens, the same at every refresh: the rows that
+    /// hold them already are not written again, only the new tokens'; an account that changed is written, and a
+    /// reopened cache has all of it.
+    @Test func aRefreshWritesOnlyTheRowsThatChanged() async throws {
+        let directory = try TemporaryDirectory()
+        let (cache, location, written) = try await cacheHoldingEntries(in: directory)
+        let account = try #require(
+            written.lazy.compactMap { entry -> AccountEntry? in
+                guard case .account(let account) = entry else { return nil }
+                return account
+            }.first
+        )
+        var token = try #require(
+            written.lazy.compactMap { entry -> AccessToken? in
+                guard case .accessToken(let token) = entry, token.homeAccountId == account.homeAccountId else {
+                    return nil
+                }
+                return token
+            }.first
+        )
+        let metadata = try #require(
+            written.lazy.compactMap { entry -> AppMetadata? in
+                guard case .appMetadata(let metadata) = entry else { return nil }
+                return metadata
+            }.first
+        )
+        func refresh(_ account: AccountEntry, round: Int) async throws -> Set<String> {
+            let before = try sealedBodies(location)
+            token.secret = Secret("AT-refreshed-\(round)")
+            token.expiresOn += 60
+            let changes = CacheChanges(upserts: [.accessToken(token), .account(account), .appMetadata(metadata)])
+            try await cache.commit(changes, waitingFor: .memory)
+            await cache.finishWrites()
+            let after = try sealedBodies(location)
+            #expect(Set(after.keys) == Set(before.keys))
+            return Set(after.keys.filter { after[$0] != before[$0] }.map { String($0.prefix { $0 != "/" }) })
+        }
+
+        #expect(try await refresh(account, round: 1) == ["AccessToken"])
+        var renamed = account
+        renamed.name = "Ada King"
+        #expect(try await refresh(renamed, round: 2) == ["AccessToken", "Account"])
+        #expect(try await refresh(renamed, round: 3) == ["AccessToken"])
+        // Back to back, each behind the one before still in line: the same.
+        let before = try sealedBodies(location)
+        for round in 4...23 {
+            token.secret = Secret("AT-refreshed-\(round)")
+            let changes = CacheChanges(upserts: [.accessToken(token), .account(renamed), .appMetadata(metadata)])
+            try await cache.commit(changes, waitingFor: .memory)
+        }
+        await cache.finishWrites()
+        let after = try sealedBodies(location)
+        #expect(
+            after.filter { !$0.key.hasPrefix("AccessToken/") } == before.filter { !$0.key.hasPrefix("AccessToken/") }
+        )
+        #expect(after != before)
+        #expect(cache.writeFailures.count == 0)
+        let reopened = try await TokenCache(store: try location.openStore())
+        let stored = try await reopened.allEntriesWithSecrets()
+        #expect(stored.contains(.accessToken(token)) && stored.contains(.account(renamed)))
+        #expect(stored.contains(.appMetadata(metadata)) && !stored.contains(.account(account)))
+        #expect(Set(stored) == Set(try await cache.allEntriesWithSecrets()))
+    }
+
     /// An access token read from the contents has no secret in memory: writing it back would lose the token, so the
     /// commit refuses it and nothing changes; a token removed since it was read has no secret to read.
     @Test func anAccessTokenWithoutItsSecretIsNeverWritten() async throws {

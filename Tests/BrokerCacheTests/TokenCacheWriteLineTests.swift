@@ -194,4 +194,52 @@ struct TokenCacheWriteLineTests {
         #expect(!cache.isWriting)
         #expect(store.entries.count == cache.read { $0.count.total })
     }
+
+    /// A write in memory leaves out an account held as it is, when its turn comes, only while every write that changed
+    /// memory landed: behind one that failed, it and every later write are written whole.
+    @Test func unchangedEntriesAreLeftOutOnlyWhileTheStoreHasThem() async throws {
+        let (cache, store, token) = try await cache()
+        let account = try #require(cache.read { $0.accounts.values.first })
+        var renamed = account
+        renamed.name = "Ada King"
+        var renewed = token
+        renewed.secret = Secret("AT-renewed")
+        func refresh(_ account: AccountEntry) async throws -> [EntryID]? {
+            let before = store.committedUpserts.count
+            try await cache.commit(
+                CacheChanges(upserts: [.accessToken(renewed), .account(account)]),
+                waitingFor: .memory
+            )
+            await cache.finishWrites()
+            return store.committedUpserts.count == before + 1 ? store.committedUpserts.last : nil
+        }
+
+        #expect(try await refresh(account) == [renewed.id])
+        // The account changed: written.
+        #expect(try await refresh(renamed) == [renewed.id, account.id])
+
+        // Behind a write still in line that lands, the same account is left out.
+        var other = renamed
+        other.name = "Ada Lovelace"
+        var release = store.holdWrites()
+        try await cache.commit(CacheChanges(upserts: [.account(other)]), waitingFor: .memory)
+        try await cache.commit(CacheChanges(upserts: [.accessToken(renewed), .account(other)]), waitingFor: .memory)
+        release()
+        await cache.finishWrites()
+        #expect(store.committedUpserts.suffix(2) == [[account.id], [renewed.id]])
+        #expect(store.entries.contains(.account(other)))
+
+        // Behind one that fails, the account memory kept is written by the write that follows.
+        release = store.holdWrites()
+        store.failCommits(with: DiskFull(), count: 1)
+        try await cache.commit(CacheChanges(upserts: [.account(renamed)]), waitingFor: .memory)
+        try await cache.commit(CacheChanges(upserts: [.accessToken(renewed), .account(renamed)]), waitingFor: .memory)
+        release()
+        await cache.finishWrites()
+        #expect(cache.writeFailures.count == 1)
+        #expect(store.committedUpserts.last == [renewed.id, account.id])
+        #expect(store.entries.contains(.account(renamed)))
+        // And from then on, nothing is left out.
+        #expect(try await refresh(renamed) == [renewed.id, account.id])
+    }
 }

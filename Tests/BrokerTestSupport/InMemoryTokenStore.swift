@@ -9,11 +9,12 @@ import Synchronization
 /// through ``secrets(of:)``), so tests above the cache go the daemon's way.
 public final class InMemoryTokenStore: TokenStore {
     private let state: Mutex<[EntryID: CacheEntry]>
-    private let failure: Mutex<(any Error)?> = Mutex(nil)
+    private let failure: Mutex<(error: any Error, count: Int?)?> = Mutex(nil)
     private let leavesAccessTokenSecrets: Bool
     private let secretReadCount = Mutex(0)
     private let secretReadHold: Mutex<(@Sendable () -> Bool)?> = Mutex(nil)
     private let writer = DispatchQueue(label: "InMemoryTokenStore.writer")
+    private let upsertsWritten: Mutex<[[EntryID]]> = Mutex([])
 
     /// A store holding `entries`; with `leavingAccessTokenSecrets` false, its contents keep every secret in memory.
     public init(_ entries: [CacheEntry] = [], leavingAccessTokenSecrets: Bool = true) {
@@ -21,9 +22,19 @@ public final class InMemoryTokenStore: TokenStore {
         leavesAccessTokenSecrets = leavingAccessTokenSecrets
     }
 
-    /// Makes every later commit throw `error` (nil to stop), to test that failed writes change nothing.
-    public func failCommits(with error: (any Error)?) {
-        failure.withLock { $0 = error }
+    /// Makes every later commit throw `error` (nil to stop), or the next `count` of them, to test that failed writes
+    /// change nothing.
+    public func failCommits(with error: (any Error)?, count: Int? = nil) {
+        failure.withLock { $0 = error.map { ($0, count) } }
+    }
+
+    /// The error the commit starting now throws, if any.
+    private func nextFailure() -> (any Error)? {
+        failure.withLock { failure in
+            guard let (error, count) = failure else { return nil }
+            if let count { failure = count > 1 ? (error, count - 1) : nil }
+            return error
+        }
     }
 
     /// Holds every write in line behind this call until the returned closure is called: a test looks at the cache
@@ -37,6 +48,11 @@ public final class InMemoryTokenStore: TokenStore {
     /// The entries as committed.
     public var entries: [CacheEntry] {
         state.withLock { Array($0.values) }
+    }
+
+    /// The ids each commit wrote, in the order the commits landed.
+    public var committedUpserts: [[EntryID]] {
+        upsertsWritten.withLock { $0 }
     }
 
     /// Returns every entry.
@@ -76,16 +92,18 @@ public final class InMemoryTokenStore: TokenStore {
     /// There it is applied under a lock, and `afterCommit` runs under the same lock. Refuses an access token without
     /// its secret, as the SQLite store does.
     public func enqueueCommit(
-        _ changes: CacheChanges,
+        preparing prepare: @escaping @Sendable () -> CacheChanges,
         afterCommit: @escaping @Sendable () -> Void,
         completion: @escaping @Sendable ((any Error)?) -> Void
     ) {
         writer.async {
-            if let error = self.failure.withLock({ $0 }) { return completion(error) }
+            let changes = prepare()
+            if let error = self.nextFailure() { return completion(error) }
             do { try changes.checkStorable() } catch { return completion(error) }
             self.state.withLock { entries in
                 for id in changes.deletions { entries[id] = nil }
                 for entry in changes.upserts { entries[entry.id] = entry }
+                self.upsertsWritten.withLock { $0.append(changes.upserts.map(\.id)) }
                 afterCommit()
             }
             completion(nil)

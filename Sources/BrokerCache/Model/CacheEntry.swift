@@ -102,6 +102,17 @@ public struct CacheChanges: Sendable, Hashable {
         upsertIDs.append(id)
     }
 
+    /// The same changes without the upserts at `positions` (ascending, as ``CacheContents/apply(_:)`` returns them).
+    public func removingUpserts(at positions: [Int]) -> CacheChanges {
+        guard !positions.isEmpty else { return self }
+        var kept = self
+        for position in positions.reversed() {
+            kept.upserts.remove(at: position)
+            kept.upsertIDs.remove(at: position)
+        }
+        return kept
+    }
+
     /// Whether there is nothing to write.
     public var isEmpty: Bool {
         upserts.isEmpty && deletions.isEmpty

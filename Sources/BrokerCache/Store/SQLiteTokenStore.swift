@@ -151,8 +151,8 @@ public final class SQLiteTokenStore: TokenStore {
         }
     }
 
-    /// Puts the change set in line on the writer's queue: there it is sealed and written in one transaction, then
-    /// `afterCommit` and `completion` run, before the next write in line.
+    /// Puts the write in line on the writer's queue: there its change set is made, sealed and written in one
+    /// transaction, then `afterCommit` and `completion` run, before the next write in line.
     ///
     /// Sealing is done on the writer's queue, not by the caller: a refresh answers its caller once the contents
     /// show its tokens, and the 0.2 ms of sealing five entries is not on that path. It is done before the
@@ -164,14 +164,14 @@ public final class SQLiteTokenStore: TokenStore {
     /// when its sync completed, for up to 0.2 ms. A SCHED_BATCH thread never preempts when it wakes; it runs when a
     /// CPU is free, or at the next tick.
     public func enqueueCommit(
-        _ changes: CacheChanges,
+        preparing changes: @escaping @Sendable () -> CacheChanges,
         afterCommit: @escaping @Sendable () -> Void,
         completion: @escaping @Sendable ((any Error)?) -> Void
     ) {
         pool.asyncWriteWithoutTransaction { db in
             _ = tb_make_thread_batch()
             do {
-                try self.write(changes, in: db)
+                try self.write(changes(), in: db)
             } catch {
                 completion(error)
                 return

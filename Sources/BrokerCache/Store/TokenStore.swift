@@ -9,16 +9,18 @@ public protocol TokenStore: Sendable {
     /// Every stored entry, plus the ids of entries that could not be opened (kept on disk, never deleted).
     func loadAll() async throws -> StoredEntries
 
-    /// Puts a write of `changes` in line and returns at once, without calling anything.
+    /// Puts a write in line and returns at once, without calling anything; `changes` gives what to write when its
+    /// turn comes.
     ///
     /// Writes run one at a time, off the caller's thread, in the order they were put in line. Each is one
     /// transaction; once it is durable (it survives a crash), `afterCommit` runs before any later write starts, so
     /// callers can mirror commits in memory in commit order. `completion` then gets nil, or the error when nothing
-    /// was written (and `afterCommit` was not called).
+    /// was written (and `afterCommit` was not called), also before any later write starts: `changes` runs once
+    /// every write ahead has ended, and can leave out what they wrote.
     ///
-    /// Never calls either closure on the caller's thread before returning: a caller may hold a lock that they take.
+    /// Never calls a closure on the caller's thread before returning: a caller may hold a lock that they take.
     func enqueueCommit(
-        _ changes: CacheChanges,
+        preparing changes: @escaping @Sendable () -> CacheChanges,
         afterCommit: @escaping @Sendable () -> Void,
         completion: @escaping @Sendable ((any Error)?) -> Void
     )
@@ -32,6 +34,15 @@ public protocol TokenStore: Sendable {
 }
 
 extension TokenStore {
+    /// Puts a write of `changes` in line, as ``enqueueCommit(preparing:afterCommit:completion:)`` does.
+    public func enqueueCommit(
+        _ changes: CacheChanges,
+        afterCommit: @escaping @Sendable () -> Void,
+        completion: @escaping @Sendable ((any Error)?) -> Void
+    ) {
+        enqueueCommit(preparing: { changes }, afterCommit: afterCommit, completion: completion)
+    }
+
     /// None: a store whose contents keep every secret in memory.
     public func secrets(of ids: [EntryID]) async throws -> [EntryID: Secret] { [:] }
 }
