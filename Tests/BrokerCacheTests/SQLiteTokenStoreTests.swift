@@ -25,6 +25,15 @@ struct SQLiteTokenStoreTests {
         return (cache, location, written)
     }
 
+    /// The first of `entries` that `match` takes, as it gives it.
+    private func first<Match>(
+        of entries: [CacheEntry],
+        _ match: (CacheEntry) -> Match?,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> Match {
+        try #require(entries.lazy.compactMap(match).first, sourceLocation: sourceLocation)
+    }
+
     /// What is committed is there after reopening, in WAL mode, with the migrations recorded.
     @Test func commitsSurviveReopening() async throws {
         let directory = try TemporaryDirectory()
@@ -64,12 +73,7 @@ struct SQLiteTokenStoreTests {
     @Test func writesBehindReachTheDiskInOrder() async throws {
         let directory = try TemporaryDirectory()
         let (cache, location, written) = try await cacheHoldingEntries(in: directory)
-        var token = try #require(
-            written.lazy.compactMap { entry -> AccessToken? in
-                guard case .accessToken(let token) = entry else { return nil }
-                return token
-            }.first
-        )
+        var token = try first(of: written) { if case .accessToken(let token) = $0 { token } else { nil } }
         let original = token.secret.reveal()
         for round in 1...50 {
             token.secret = Secret("\(original)-\(round)")
@@ -105,26 +109,12 @@ struct SQLiteTokenStoreTests {
     @Test func aRefreshWritesOnlyTheRowsThatChanged() async throws {
         let directory = try TemporaryDirectory()
         let (cache, location, written) = try await cacheHoldingEntries(in: directory)
-        let account = try #require(
-            written.lazy.compactMap { entry -> AccountEntry? in
-                guard case .account(let account) = entry else { return nil }
-                return account
-            }.first
-        )
-        var token = try #require(
-            written.lazy.compactMap { entry -> AccessToken? in
-                guard case .accessToken(let token) = entry, token.homeAccountId == account.homeAccountId else {
-                    return nil
-                }
-                return token
-            }.first
-        )
-        let metadata = try #require(
-            written.lazy.compactMap { entry -> AppMetadata? in
-                guard case .appMetadata(let metadata) = entry else { return nil }
-                return metadata
-            }.first
-        )
+        let account = try first(of: written) { if case .account(let account) = $0 { account } else { nil } }
+        var token = try first(of: written) { entry -> AccessToken? in
+            guard case .accessToken(let token) = entry, token.homeAccountId == account.homeAccountId else { return nil }
+            return token
+        }
+        let metadata = try first(of: written) { if case .appMetadata(let metadata) = $0 { metadata } else { nil } }
         func refresh(_ account: AccountEntry, round: Int) async throws -> Set<String> {
             let before = try sealedBodies(location)
             token.secret = Secret("AT-refreshed-\(round)")
