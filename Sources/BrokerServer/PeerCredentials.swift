@@ -20,10 +20,13 @@ extension PeerCredentials {
     /// The peer's executable, from `/proc/<pid>/exe`; nil when it cannot be read (the process is gone, or the
     /// daemon runs in another user namespace).
     var executable: String? {
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let count = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
-        guard count > 0 else { return nil }
-        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        // On the stack, and not cleared first: a whole page zeroed on the heap was most of what reading it cost.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 4096) { buffer in
+            guard let start = buffer.baseAddress else { return nil }
+            let count = readlink("/proc/\(pid)/exe", start, buffer.count - 1)
+            guard count > 0 else { return nil }
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[..<count]), as: UTF8.self)
+        }
     }
 }
 
@@ -43,17 +46,16 @@ struct PeerProcess {
     /// Identifies the peer of `channel`, whose credentials are `credentials`.
     ///
     /// Falls back to the credentials' pid where the kernel has no `SO_PEERPIDFD`. Must run on the channel's event
-    /// loop.
-    static func of(_ channel: any Channel, credentials: PeerCredentials) -> EventLoopFuture<PeerProcess> {
-        guard let provider = channel as? any SocketOptionProvider else {
-            return channel.eventLoop.makeSucceededFuture(fallback(credentials))
-        }
-        let pidfd: EventLoopFuture<Int32> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET),
-            name: SocketOptionName(77)  // SO_PEERPIDFD, which Glibc's module does not declare
+    /// loop: it reads the socket option there and then, without a future.
+    static func of(_ channel: any Channel, credentials: PeerCredentials) -> PeerProcess {
+        let peerPidfd = ChannelOptions.Types.SocketOption(
+            level: .socket,
+            name: NIOBSDSocket.Option(rawValue: 77)  // SO_PEERPIDFD, which Glibc's module does not declare
         )
-        return pidfd.map { identify(pidfd: $0, credentials: credentials) }
-            .recover { _ in fallback(credentials) }
+        guard let options = channel.syncOptions, let pidfd = try? options.getOption(peerPidfd) else {
+            return fallback(credentials)
+        }
+        return identify(pidfd: Int32(truncatingIfNeeded: pidfd), credentials: credentials)
     }
 
     private static func fallback(_ credentials: PeerCredentials) -> PeerProcess {

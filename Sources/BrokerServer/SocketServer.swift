@@ -9,10 +9,14 @@ public import ServiceLifecycle
 import Synchronization
 
 /// The broker's Unix-socket server, run as a service: binds (or adopts) the socket, accepts connections,
-/// and serves each in its own task until graceful shutdown drains them.
+/// and serves them until graceful shutdown drains them.
 ///
-/// Shape of SwiftNIO's `NIOTCPEchoServer`: an async bind, a discarding task group, one child task per
-/// connection, and each connection catches its own errors, so one bad client never takes the server down.
+/// A connection is served on its event loop (``RequestHandler``) until something needs more: a request that waits on
+/// the identity provider or the disk, a large frame, a condition that ends the connection. Only then does it get an
+/// async side and a child task of a discarding group, in the shape of SwiftNIO's `NIOTCPEchoServer`, which catches
+/// its own errors, so one bad client never takes the server down. A process per token (`tokenbroker token`, git,
+/// kubectl) asks one cached token and closes: the task and the async channel were most of what such a connection
+/// cost the daemon (BENCHMARKS.md).
 public final class SocketServer: Service {
     private let configuration: ServerConfiguration
     private let broker: TokenBroker
@@ -22,7 +26,7 @@ public final class SocketServer: Service {
     private let onListening: @Sendable (SocketServer) -> Void
     private let details: StatusDetails
     private let additionalHandlers: MethodHandlers
-    private let unclaimed = UnclaimedConnections()
+    private let connections = OpenConnections()
 
     /// What `getStatus` reports about the daemon beyond the server's own counters.
     public struct StatusDetails: Sendable {
@@ -70,51 +74,51 @@ public final class SocketServer: Service {
             metrics: metrics,
             logger: logger
         ) { [self] in status() }
-        let connections = ConnectionSettings(configuration: configuration, dispatcher: dispatcher, logger: logger)
+        let settings = ConnectionSettings(configuration: configuration, dispatcher: dispatcher, logger: logger)
         let listener = try await bind(dispatcher: dispatcher)
+        listener.closeFuture.whenComplete { [connections] _ in connections.listenerClosed() }
         logger.info("listening", metadata: ["socket": "\(configuration.listener.path)"])
         onListening(self)
-        try await withGracefulShutdownHandler {
-            try await listener.executeThenClose { inbound in
-                // A discarding group: finished connections must not pile up as child results.
-                try await withThrowingDiscardingTaskGroup { tasks in
-                    for try await accepted in inbound {
-                        tasks.addTask {
-                            await self.serve(accepted, settings: connections)
-                        }
+        await withGracefulShutdownHandler {
+            // A discarding group: finished connections must not pile up as child results. The connections that need
+            // a task arrive until the listener and every connection have closed.
+            await withDiscardingTaskGroup { tasks in
+                for await accepted in connections.started {
+                    tasks.addTask {
+                        await self.serve(accepted, settings: settings)
                     }
                 }
             }
-        } onGracefulShutdown: {
-            self.logger.info("shutting down: no new connections, finishing requests in flight")
-            listener.channel.close(promise: nil)
+        } onGracefulShutdown: { [connections, logger] in
+            logger.info("shutting down: no new connections, finishing requests in flight")
+            listener.close(promise: nil)
+            // Read no more requests: a connection without a task closes at once (nothing of it is in flight); one
+            // with a task finishes its requests first.
+            connections.closeInputs()
         }
-        // Connections accepted while the listener closed may never have reached the loop above (apple/swift-nio
-        // #2813): answer and close them here rather than leave them open. One whose initializer finished after the
-        // listener closed was never registered with its event loop: a write to it would wait forever, so it is
-        // only closed (its peer sees the end of the stream, as if the broker had stopped a moment earlier).
-        for leftover in unclaimed.takeAll() {
+        // Cancelled rather than shut down: the listener and the connections without a task close here.
+        try? await listener.close()
+        connections.closeInputs()
+        // Connections that asked for a task as the server stopped (cancelled, or apple/swift-nio #2813, a connection
+        // accepted while the listener closed): answer and close them here rather than leave them open. One whose
+        // initializer finished after the listener closed was never registered with its event loop: a write to it
+        // would wait forever, so it is only closed (its peer sees the end of the stream, as if the broker had
+        // stopped a moment earlier).
+        for leftover in connections.takeUnclaimed() {
             let channel = leftover.channel.channel
             if channel.isActive {
-                await Connection(accepted: leftover, settings: connections, metrics: metrics)
+                await Connection(accepted: leftover, settings: settings, metrics: metrics)
                     .refuse(ErrorObject(.brokerStopping, "the broker is stopping; retry on a new connection"))
             } else {
                 try? await channel.close()
             }
-            metrics.openConnections.subtract(1, ordering: .relaxed)
-            metrics.closed(peer: leftover.caller.pid)
         }
         logger.info("stopped")
     }
 
     private func serve(_ accepted: AcceptedConnection, settings: ConnectionSettings) async {
-        guard unclaimed.claim(accepted) else { return }
+        guard connections.claim(accepted) else { return }
         metrics.touch()
-        defer {
-            metrics.openConnections.subtract(1, ordering: .relaxed)
-            metrics.closed(peer: accepted.caller.pid)
-            metrics.touch()
-        }
         let connection = Connection(accepted: accepted, settings: settings, metrics: metrics)
         if let refusal = accepted.refusal {
             await connection.refuse(refusal)
@@ -212,30 +216,42 @@ public final class SocketServer: Service {
 
     // MARK: Binding
 
-    private func bind(dispatcher: Dispatcher) async throws -> NIOAsyncChannel<AcceptedConnection, Never> {
+    private func bind(dispatcher: Dispatcher) async throws -> any Channel {
         let limits = FrameLimits(
             maximumFrameBytes: configuration.maximumFrameBytes,
             idleTimeout: TimeAmount(configuration.idleTimeout),
             frameDeadline: TimeAmount(configuration.frameDeadline),
             outputBudget: configuration.outputBudget
         )
-        let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 256)
-            // A client may send its request and shut down its write side (socat, nc -N); it still gets the answer.
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
-            // Above 256 KiB of unsent answers the channel turns unwritable and the framer stops reading requests
-            // (FrameHandler): a peer that does not read cannot make the broker queue answers without bound.
-            .childChannelOption(.writeBufferWaterMark, value: .init(low: 64 << 10, high: 256 << 10))
+        let connections = connections
+        let metrics = metrics
         // Runs on the connection's event loop as it is accepted: peer check first, then the pipeline.
-        let initializer: @Sendable (any Channel) -> EventLoopFuture<AcceptedConnection> = { [self] channel in
-            PeerCredentials.of(channel).flatMap { peer in
-                // A refused peer is named by its credentials alone: nothing more is read about it.
-                guard let refusal = self.admit(peer) else {
-                    return PeerProcess.of(channel, credentials: peer).map { (peer, nil, $0) }
+        let initializer: @Sendable (any Channel) -> EventLoopFuture<Void> = { [self] channel in
+            PeerCredentials.of(channel).flatMapThrowing { peer in
+                let refusal = self.admit(peer)
+                // Counted open from here: whatever ends the connection, its close counts it closed.
+                channel.closeFuture.whenComplete { _ in
+                    metrics.openConnections.subtract(1, ordering: .relaxed)
+                    metrics.closed(peer: peer.pid)
+                    metrics.touch()
+                    connections.closed(channel)
                 }
-                let process = PeerProcess(pid: peer.pid, executable: nil, processID: nil)
-                return channel.eventLoop.makeSucceededFuture((peer, refusal, process))
-            }.flatMapThrowing { (peer: PeerCredentials, refusal: ErrorObject?, process: PeerProcess) in
+                metrics.touch()
+                // The options here, not the bootstrap's: it sets each through a future of its own.
+                if let options = channel.syncOptions {
+                    // A client may send its request and shut down its write side (socat, nc -N); it still gets the
+                    // answer.
+                    try options.setOption(.allowRemoteHalfClosure, value: true)
+                    // Above 256 KiB of unsent answers the channel turns unwritable and the framer stops reading
+                    // requests (FrameHandler): a peer that does not read cannot make the broker queue answers without
+                    // bound.
+                    try options.setOption(.writeBufferWaterMark, value: .init(low: 64 << 10, high: 256 << 10))
+                }
+                // A refused peer is named by its credentials alone: nothing more is read about it.
+                let process =
+                    refusal == nil
+                    ? PeerProcess.of(channel, credentials: peer)
+                    : PeerProcess(pid: peer.pid, executable: nil, processID: nil)
                 let caller = Caller(
                     pid: process.pid,
                     uid: peer.uid,
@@ -243,43 +259,35 @@ public final class SocketServer: Service {
                     executable: process.executable,
                     processID: process.processID
                 )
-                if refusal == nil {
-                    try channel.pipeline.syncOperations.addHandlers(
+                guard let refusal else {
+                    return try channel.pipeline.syncOperations.addHandlers(
                         FrameHandler(limits: limits),
-                        RequestHandler(dispatcher: dispatcher, caller: caller)
+                        RequestHandler(dispatcher: dispatcher, caller: caller, connections: connections)
                     )
-                } else {
-                    // A refused peer gets one error line; whatever it sends is never read as a request.
-                    try channel.pipeline.syncOperations.addHandler(DiscardInbound())
                 }
+                // A refused peer gets one error line, from a task; whatever it sends is never read as a request.
+                try channel.pipeline.syncOperations.addHandler(DiscardInbound())
                 let async = try NIOAsyncChannel<ConnectionEvent, Never>(wrappingChannelSynchronously: channel)
-                let accepted = AcceptedConnection(caller: caller, refusal: refusal, channel: async)
-                self.unclaimed.insert(accepted)
-                return accepted
+                connections.start(AcceptedConnection(caller: caller, refusal: refusal, channel: async))
             }
         }
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 256)
+            .childChannelInitializer(initializer)
         switch configuration.listener {
         case .activated(let fd, _):
-            return try await withReserve(bootstrap, listening: fd).bind(
-                fd,
-                cleanupExistingSocketFile: false,
-                childChannelInitializer: initializer
-            )
+            return try await withReserve(bootstrap, listening: fd).withBoundSocket(fd).get()
         case .bind(let path):
             let prepared = try SocketPath.prepare(path)
             let (fd, inode) = try prepared.listen(backlog: 256)
-            let channel: NIOAsyncChannel<AcceptedConnection, Never>
+            let channel: any Channel
             do {
-                channel = try await withReserve(bootstrap, listening: fd).bind(
-                    fd,
-                    cleanupExistingSocketFile: false,
-                    childChannelInitializer: initializer
-                )
+                channel = try await withReserve(bootstrap, listening: fd).withBoundSocket(fd).get()
             } catch {
                 prepared.remove(inode: inode)
                 throw error
             }
-            channel.channel.closeFuture.whenComplete { _ in prepared.remove(inode: inode) }
+            channel.closeFuture.whenComplete { _ in prepared.remove(inode: inode) }
             return channel
         }
     }
@@ -314,26 +322,86 @@ struct AcceptedConnection: Sendable {
     }
 }
 
-/// Accepted connections no task has taken yet.
+/// The connections open now, and those of them that asked for a task (``RequestHandler``) and have not got one yet.
 ///
-/// Holding them keeps their async writers alive until someone closes them: the connection's task, or the server when it
-/// stops.
-final class UnclaimedConnections: Sendable {
-    private let connections = Mutex<[ObjectIdentifier: AcceptedConnection]>([:])
+/// ``started`` ends once the listener has closed and every connection with it: until then a connection may still
+/// need a task. Holding the unclaimed ones keeps their async writers alive until someone closes them: the
+/// connection's task, or the server when it stops.
+final class OpenConnections: Sendable {
+    private struct State {
+        var open: [ObjectIdentifier: any Channel] = [:]
+        var unclaimed: [ObjectIdentifier: AcceptedConnection] = [:]
+        var listenerClosed = false
+        var finished = false
 
-    func insert(_ connection: AcceptedConnection) {
-        connections.withLock { $0[connection.id] = connection }
+        /// Whether ``OpenConnections/started`` ends now: the listener and every connection have closed.
+        mutating func finishes() -> Bool {
+            guard listenerClosed, open.isEmpty, !finished else { return false }
+            finished = true
+            return true
+        }
+    }
+
+    private let state = Mutex(State())
+    /// The connections that asked for a task, as they ask.
+    let started: AsyncStream<AcceptedConnection>
+    private let continuation: AsyncStream<AcceptedConnection>.Continuation
+
+    init() {
+        (started, continuation) = AsyncStream.makeStream(of: AcceptedConnection.self)
+    }
+
+    /// Counts `channel` open, once it is active; false once the server has stopped taking connections (it must be
+    /// closed).
+    ///
+    /// Not before: a channel whose initializer finished as the listener closed may never be registered with its event
+    /// loop (apple/swift-nio #2813), and would then never close to let ``started`` end.
+    func opened(_ channel: any Channel) -> Bool {
+        state.withLock { state in
+            guard !state.finished else { return false }
+            state.open[ObjectIdentifier(channel)] = channel
+            return true
+        }
+    }
+
+    func closed(_ channel: any Channel) {
+        let finish = state.withLock { state in
+            state.open[ObjectIdentifier(channel)] = nil
+            return state.finishes()
+        }
+        if finish { continuation.finish() }
+    }
+
+    func listenerClosed() {
+        let finish = state.withLock { state in
+            state.listenerClosed = true
+            return state.finishes()
+        }
+        if finish { continuation.finish() }
+    }
+
+    /// Hands `connection` to the server for a task.
+    func start(_ connection: AcceptedConnection) {
+        state.withLock { $0.unclaimed[connection.id] = connection }
+        continuation.yield(connection)
     }
 
     /// Takes a connection for serving; false when the server already took it to close it.
     func claim(_ connection: AcceptedConnection) -> Bool {
-        connections.withLock { $0.removeValue(forKey: connection.id) != nil }
+        state.withLock { $0.unclaimed.removeValue(forKey: connection.id) != nil }
     }
 
-    func takeAll() -> [AcceptedConnection] {
-        connections.withLock { connections in
-            defer { connections.removeAll() }
-            return Array(connections.values)
+    func takeUnclaimed() -> [AcceptedConnection] {
+        state.withLock { state in
+            defer { state.unclaimed.removeAll() }
+            return Array(state.unclaimed.values)
+        }
+    }
+
+    /// Closes the input of every open connection: no more requests are read.
+    func closeInputs() {
+        for channel in state.withLock({ Array($0.open.values) }) {
+            channel.close(mode: .input, promise: nil)
         }
     }
 }

@@ -16,6 +16,23 @@ func withTestServer(
     documents: [JSONValue] = [CacheFixtures.msalCache()],
     _ body: (String) async throws -> Void
 ) async throws {
+    try await withTestServer(
+        maximumConnections: maximumConnections,
+        maximumRequestsPerConnection: maximumRequestsPerConnection,
+        idleTimeout: idleTimeout,
+        documents: documents
+    ) { path, _ in try await body(path) }
+}
+
+/// ``withTestServer(maximumConnections:maximumRequestsPerConnection:idleTimeout:documents:_:)`` with the service
+/// group, for a body that shuts the server down itself.
+func withTestServer(
+    maximumConnections: Int = 16,
+    maximumRequestsPerConnection: Int = 8,
+    idleTimeout: Duration = .seconds(30),
+    documents: [JSONValue] = [CacheFixtures.msalCache()],
+    _ body: (String, ServiceGroup) async throws -> Void
+) async throws {
     let directory = try TemporaryDirectory(prefix: "srv")
     var entries: [CacheEntry] = []
     for document in documents {
@@ -44,7 +61,7 @@ func withTestServer(
         tasks.addTask { try await group.run() }
         try await waitUntilQuiet(socketPath)
         do {
-            try await body(socketPath)
+            try await body(socketPath, group)
         } catch {
             await group.triggerGracefulShutdown()
             throw error
