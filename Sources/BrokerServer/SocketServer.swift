@@ -112,13 +112,22 @@ public final class SocketServer: Service {
             } else {
                 try? await channel.close()
             }
+            finished(leftover)
         }
         logger.info("stopped")
+    }
+
+    /// Counts a connection that had a task closed, once the task is done with it.
+    private func finished(_ connection: AcceptedConnection) {
+        metrics.openConnections.subtract(1, ordering: .relaxed)
+        metrics.closed(peer: connection.caller.pid)
+        metrics.touch()
     }
 
     private func serve(_ accepted: AcceptedConnection, settings: ConnectionSettings) async {
         guard connections.claim(accepted) else { return }
         metrics.touch()
+        defer { finished(accepted) }
         let connection = Connection(accepted: accepted, settings: settings, metrics: metrics)
         if let refusal = accepted.refusal {
             await connection.refuse(refusal)
@@ -229,12 +238,13 @@ public final class SocketServer: Service {
         let initializer: @Sendable (any Channel) -> EventLoopFuture<Void> = { [self] channel in
             PeerCredentials.of(channel).flatMapThrowing { peer in
                 let refusal = self.admit(peer)
-                // Counted open from here: whatever ends the connection, its close counts it closed.
+                // Counted open from here until its close, or, for one with a task, until the task has finished its
+                // requests (``serve(_:settings:)``): an open count of none means none is in flight.
                 channel.closeFuture.whenComplete { _ in
+                    guard !connections.closed(channel) else { return }
                     metrics.openConnections.subtract(1, ordering: .relaxed)
                     metrics.closed(peer: peer.pid)
                     metrics.touch()
-                    connections.closed(channel)
                 }
                 metrics.touch()
                 // The options here, not the bootstrap's: it sets each through a future of its own.
@@ -330,6 +340,8 @@ struct AcceptedConnection: Sendable {
 final class OpenConnections: Sendable {
     private struct State {
         var open: [ObjectIdentifier: any Channel] = [:]
+        /// The channels that asked for a task, until they close.
+        var tasked: Set<ObjectIdentifier> = []
         var unclaimed: [ObjectIdentifier: AcceptedConnection] = [:]
         var listenerClosed = false
         var finished = false
@@ -364,12 +376,17 @@ final class OpenConnections: Sendable {
         }
     }
 
-    func closed(_ channel: any Channel) {
-        let finish = state.withLock { state in
-            state.open[ObjectIdentifier(channel)] = nil
-            return state.finishes()
+    /// Takes a closed channel out; true when it had asked for a task (which then counts it closed when done).
+    ///
+    /// On the channel's event loop, after everything else it did there: a channel asks for its task only while open.
+    func closed(_ channel: any Channel) -> Bool {
+        let id = ObjectIdentifier(channel)
+        let (tasked, finish) = state.withLock { state in
+            state.open[id] = nil
+            return (state.tasked.remove(id) != nil, state.finishes())
         }
         if finish { continuation.finish() }
+        return tasked
     }
 
     func listenerClosed() {
@@ -382,7 +399,10 @@ final class OpenConnections: Sendable {
 
     /// Hands `connection` to the server for a task.
     func start(_ connection: AcceptedConnection) {
-        state.withLock { $0.unclaimed[connection.id] = connection }
+        state.withLock { state in
+            state.tasked.insert(connection.id)
+            state.unclaimed[connection.id] = connection
+        }
         continuation.yield(connection)
     }
 
