@@ -81,6 +81,14 @@ for _ in $(seq 100); do [ -S "$WORK/floor.sock" ] && break; sleep 0.02; done
 echo "=== latency, one client ($COUNT round trips)" >&2
 bench latency --label floor --socket "$WORK/floor.sock" --request "$WORK/request.json" --count "$COUNT" >/dev/null
 bench latency --label broker --socket "$SOCK" --request "$WORK/request.json" --count "$COUNT" >/dev/null
+# A connection for each request, as a process per token (the CLI, git, kubectl) makes one: the daemon's side of the
+# whole-process figures below, and its CPU for each such connection.
+for label in floor broker; do
+  server=$FLOOR socket="$WORK/floor.sock"
+  [ "$label" = broker ] && { server=$DAEMON; socket=$SOCK; }
+  bench latency --label "$label" --connection-each --socket "$socket" --request "$WORK/request.json" \
+    --count $((COUNT / 10)) --warmup 200 --server-pid "$server" >/dev/null
+done
 
 echo "=== throughput and server CPU per request ($THROUGHPUT_ROUNDS rounds, floor and broker alternating)" >&2
 # One 3-second window moved these figures by up to 15 % between runs of the same binaries on a shared 2-vCPU

@@ -18,6 +18,9 @@ struct Latency: ParsableCommand {
     @OptionGroup var options: LoadOptions
     @Option(help: "Timed round trips.") var count: Int = 100_000
     @Option(help: "Warm-up round trips.") var warmup: Int = 2_000
+    @Flag(help: "A new connection for each round trip (timed from connect to the answer), as a process per token has.")
+    var connectionEach = false
+    @Option(help: "The server's pid, to measure its CPU time per round trip.") var serverPid: Int32?
 
     func run() throws {
         let client = try RoundTripper(socket: options.socket, request: try options.requestBytes())
@@ -25,19 +28,31 @@ struct Latency: ParsableCommand {
         guard !String(decoding: first, as: UTF8.self).contains(#""error""#) else {
             throw ValidationErrorText("the request fails: \(String(decoding: first.prefix(300), as: UTF8.self))")
         }
-        for _ in 0..<warmup { try client.roundTrip() }
+        let roundTrip: () throws -> Void =
+            connectionEach
+            ? {
+                try client.reconnect()
+                _ = try client.roundTrip()
+            } : { _ = try client.roundTrip() }
+        for _ in 0..<warmup { try roundTrip() }
         var samples = [UInt64]()
         samples.reserveCapacity(count)
+        let cpuBefore = serverPid.flatMap(cpuMicroseconds)
         for _ in 0..<count {
             let start = now()
-            try client.roundTrip()
+            try roundTrip()
             samples.append(now() - start)
         }
+        let cpuAfter = serverPid.flatMap(cpuMicroseconds)
         var fields: [String: Any] = percentiles(samples)
         fields["kind"] = "latency"
         fields["label"] = options.label
         fields["count"] = count
         fields["response_bytes"] = client.lastResponseSize
+        fields["connection_each"] = connectionEach
+        if let cpuBefore, let cpuAfter {
+            fields["server_cpu_us_per_request"] = Double(cpuAfter - cpuBefore) / Double(count)
+        }
         report(fields)
     }
 }
