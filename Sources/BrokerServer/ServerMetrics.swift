@@ -48,8 +48,10 @@ final class ServerMetrics: Sendable {
         }
     }
 
-    /// Counts a connection of `peer` as closed.
+    /// Counts a connection of `peer` as closed: one open connection fewer, in all and of `peer`, and activity now.
     func closed(peer: Int32) {
+        openConnections.subtract(1, ordering: .relaxed)
+        touch()
         byPeer.withLock { counts in
             let left = counts[peer, default: 1] - 1
             counts[peer] = left > 0 ? left : nil

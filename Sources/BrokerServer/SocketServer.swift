@@ -112,22 +112,15 @@ public final class SocketServer: Service {
             } else {
                 try? await channel.close()
             }
-            finished(leftover)
+            metrics.closed(peer: leftover.caller.pid)
         }
         logger.info("stopped")
     }
 
-    /// Counts a connection that had a task closed, once the task is done with it.
-    private func finished(_ connection: AcceptedConnection) {
-        metrics.openConnections.subtract(1, ordering: .relaxed)
-        metrics.closed(peer: connection.caller.pid)
-        metrics.touch()
-    }
-
     private func serve(_ accepted: AcceptedConnection, settings: ConnectionSettings) async {
         guard connections.claim(accepted) else { return }
-        metrics.touch()
-        defer { finished(accepted) }
+        // A connection with a task counts as closed once the task is done with it.
+        defer { metrics.closed(peer: accepted.caller.pid) }
         let connection = Connection(accepted: accepted, settings: settings, metrics: metrics)
         if let refusal = accepted.refusal {
             await connection.refuse(refusal)
@@ -242,9 +235,7 @@ public final class SocketServer: Service {
                 // requests (``serve(_:settings:)``): an open count of none means none is in flight.
                 channel.closeFuture.whenComplete { _ in
                     guard !connections.closed(channel) else { return }
-                    metrics.openConnections.subtract(1, ordering: .relaxed)
                     metrics.closed(peer: peer.pid)
-                    metrics.touch()
                 }
                 metrics.touch()
                 // The options here, not the bootstrap's: it sets each through a future of its own.
