@@ -27,6 +27,8 @@ public final class SocketServer: Service {
     private let details: StatusDetails
     private let additionalHandlers: MethodHandlers
     private let connections = OpenConnections()
+    /// The daemon's own uid, read once: it never changes it, and a peer is admitted only as the same user.
+    private static let ownUID = getuid()
 
     /// What `getStatus` reports about the daemon beyond the server's own counters.
     public struct StatusDetails: Sendable {
@@ -134,7 +136,7 @@ public final class SocketServer: Service {
         metrics.acceptedConnections.add(1, ordering: .relaxed)
         let open = metrics.openConnections.add(1, ordering: .relaxed).newValue
         let ofThisPeer = metrics.opened(peer: peer.pid)
-        guard peer.uid == getuid() else {
+        guard peer.uid == Self.ownUID else {
             metrics.refusedConnections.add(1, ordering: .relaxed)
             logger.warning(
                 "connection refused: peer runs as another user",
