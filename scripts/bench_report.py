@@ -99,6 +99,13 @@ print("\n### Whole process\n")
 for r in by("process"):
     print(f"- `{r['label']}`: median {r['median_ms']:.2f} ms, mean {r['mean_ms']:.2f} ms, max {r['max_ms']:.2f} ms")
 token, peer = by("process", label="tokenbroker token"), by("process", label="oidc-token")
+for r in by("process_floor"):
+    line = f"- the process floor (`{r['label']}`, a static C client asking the same daemon): median {r['median_ms']:.2f} ms"
+    if token:
+        line += f"; `tokenbroker token` {token[0]['median_ms'] / r['median_ms']:.2f}× it"
+    print(line)
+for r in by("process_counts"):
+    print(f"- `{r['label']}` (perf stat): {r['task_clock_ms']:.2f} ms of CPU and {r['page_faults']:.0f} page faults a run")
 if token:
     target = "target `tokenbroker token` ≤ 1.5 ms median and within 1.5× oidc-token"
     t = token[0]["median_ms"]
