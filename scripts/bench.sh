@@ -67,6 +67,11 @@ rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 # The anonymous part of the RSS: the daemon's own data, as against pages of its executable and libraries.
 anon_kb() { awk '/RssAnon/ {print $2}' "/proc/$1/status"; }
 bench() { "$BIN/tokenbroker-bench" "$@" | tee -a "$RESULTS"; }
+# One command's times from hyperfine's JSON export, as a record of the results: kind, label, export.
+record_times() {
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[3]))["results"][0]; print(json.dumps({"kind":sys.argv[1],"label":sys.argv[2],"median_ms":r["median"]*1000,"mean_ms":r["mean"]*1000,"max_ms":r["max"]*1000}))' \
+    "$@" | tee -a "$RESULTS" >/dev/null
+}
 
 echo "=== broker with 10 cached tokens" >&2
 start_daemon small
@@ -111,17 +116,18 @@ PY
 )
 TOKENBROKER_SOCKET="$SOCK" hyperfine -N --warmup 10 --runs "$TOKEN_RUNS" --export-json "$OUT/token.json" \
   "$BIN/tokenbroker $TOKEN_ARGS" >&2
-python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(json.dumps({"kind":"process","label":"tokenbroker token","median_ms":r["median"]*1000,"mean_ms":r["mean"]*1000,"max_ms":r["max"]*1000}))' "$OUT/token.json" | tee -a "$RESULTS" >/dev/null
+record_times process "tokenbroker token" "$OUT/token.json"
 # The process floor: a static C client asking the same daemon the same request and printing the token, with the same
 # harness; what `tokenbroker token` takes beyond it is its own start-up and parsing, on this run's host.
 hyperfine -N --warmup 10 --runs "$TOKEN_RUNS" --export-json "$OUT/token-floor.json" \
   "$OUT/token_client $SOCK $WORK/request.json" >&2
-python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(json.dumps({"kind":"process_floor","label":"token_client","median_ms":r["median"]*1000,"mean_ms":r["mean"]*1000,"max_ms":r["max"]*1000}))' "$OUT/token-floor.json" | tee -a "$RESULTS" >/dev/null
+record_times process_floor token_client "$OUT/token-floor.json"
 # The CPU each takes and its page faults (perf's software counters, which this kind of VM has where it has no
-# hardware ones): a fault cost some 4 µs here, and the static Swift runtime's start makes most of the CLI's.
+# hardware ones): a fault cost some 4 µs on this kind of VM (BENCHMARKS.md, twenty-fourth pass), and the static
+# Swift runtime's start makes most of the CLI's.
 if perf stat -e task-clock,page-faults true >/dev/null 2>&1; then
   for label in "tokenbroker token" token_client; do
-    command=("$BIN/tokenbroker" $TOKEN_ARGS)
+    eval "command=(\"\$BIN/tokenbroker\" $TOKEN_ARGS)"  # TOKEN_ARGS is shlex-quoted, as hyperfine -N reads it
     [ "$label" = token_client ] && command=("$OUT/token_client" "$SOCK" "$WORK/request.json")
     TOKENBROKER_SOCKET="$SOCK" perf stat -x, -r "$TOKEN_RUNS" -e task-clock,page-faults "${command[@]}" 2>&1 >/dev/null \
       | python3 -c '
@@ -152,10 +158,8 @@ TOKENBROKER_SOCKET="$SOCK" hyperfine --warmup 10 --runs "$TOKEN_RUNS" --export-j
   "$BIN/tokenbroker git-credential ${APP[*]} get < $WORK/git-input" >&2
 TOKENBROKER_SOCKET="$SOCK" hyperfine -N --warmup 10 --runs "$TOKEN_RUNS" --export-json "$OUT/kube.json" \
   "$BIN/tokenbroker kube-credential ${APP[*]}" >&2
-for name in git kube; do
-  python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(json.dumps({"kind":"process","label":sys.argv[2],"median_ms":r["median"]*1000,"mean_ms":r["mean"]*1000,"max_ms":r["max"]*1000}))' \
-    "$OUT/$name.json" "$([ $name = git ] && echo 'tokenbroker git-credential get' || echo 'tokenbroker kube-credential')" | tee -a "$RESULTS" >/dev/null
-done
+record_times process "tokenbroker git-credential get" "$OUT/git.json"
+record_times process "tokenbroker kube-credential" "$OUT/kube.json"
 scripts/bench-oidc-token.sh "$TOKEN_RUNS" | tee -a "$RESULTS" >/dev/null || echo "the oidc-token comparison failed (see above)" >&2
 kill "$DAEMON"; wait "$DAEMON" 2>/dev/null || true
 
