@@ -95,11 +95,20 @@ public struct GrantRecord: Sendable, Hashable, Codable {
 public final class GrantBook: Sendable {
     private let storeOpen: @Sendable () -> (any GrantStore)?
     private let clock: any BrokerClock
-    private let state = Mutex<[String: Held]>([:])
+    private let state = Mutex(Book())
 
     private struct Held: Sendable {
         var record: GrantRecord
         var served = 0
+    }
+
+    /// The grants served, and what a load of the store under way must not bring back.
+    private struct Book: Sendable {
+        var held: [String: Held] = [:]
+        /// Loads of the store under way.
+        var loads = 0
+        /// The grants removed while a load was under way: its read of the store may predate the removal.
+        var removedDuringLoads: Set<String> = []
     }
 
     /// A book over `store` (none: grants last until the broker stops, for tests of one module).
@@ -121,6 +130,13 @@ public final class GrantBook: Sendable {
     /// not be opened (left in place).
     public func load() async throws -> [String] {
         guard let store else { return [] }
+        state.withLock { $0.loads += 1 }
+        defer {
+            state.withLock { book in
+                book.loads -= 1
+                if book.loads == 0 { book.removedDuringLoads = [] }
+            }
+        }
         let (records, damaged) = try await store.loadGrants()
         let now = clock.nowSeconds
         var expired: [String] = []
@@ -134,16 +150,21 @@ public final class GrantBook: Sendable {
             if record.expiresAt <= now { expired.append(id) } else { loaded[id] = Held(record: record) }
         }
         try await store.deleteGrants(ids: expired)
-        // A grant created while the store was read is kept.
-        state.withLock { $0.merge(loaded) { current, _ in current } }
+        // A grant created while the store was read is kept; one revoked meanwhile stays revoked (the read may have
+        // found it before the revocation deleted it).
+        state.withLock { book in
+            for (id, held) in loaded where book.held[id] == nil && !book.removedDuringLoads.contains(id) {
+                book.held[id] = held
+            }
+        }
         return unreadable
     }
 
     /// The grants not yet expired, oldest first, with the tokens each served.
     public var all: [(record: GrantRecord, served: Int)] {
         let now = clock.nowSeconds
-        return state.withLock { held in
-            held.values.filter { $0.record.expiresAt > now }.map { ($0.record, $0.served) }
+        return state.withLock { book in
+            book.held.values.filter { $0.record.expiresAt > now }.map { ($0.record, $0.served) }
         }
         .sorted { ($0.record.createdAt, $0.record.id) < ($1.record.createdAt, $1.record.id) }
     }
@@ -158,12 +179,15 @@ public final class GrantBook: Sendable {
     /// Keeps `record` durably, then serves it.
     func add(_ record: GrantRecord) async throws {
         try await store?.saveGrant(id: record.id, record: try JSONEncoder().encode(record))
-        state.withLock { $0[record.id] = Held(record: record) }
+        state.withLock { $0.held[record.id] = Held(record: record) }
     }
 
     /// Stops serving the grant with `id` at once, then drops it from the store.
     func remove(_ id: String) async throws {
-        state.withLock { _ = $0.removeValue(forKey: id) }
+        state.withLock { book in
+            book.held.removeValue(forKey: id)
+            if book.loads > 0 { book.removedDuringLoads.insert(id) }
+        }
         try await store?.deleteGrants(ids: [id])
     }
 
@@ -174,9 +198,9 @@ public final class GrantBook: Sendable {
     public func holder(of secret: String) -> GrantRecord? {
         guard !secret.isEmpty, secret.utf8.count <= 512 else { return nil }
         let digest = Data(SHA256.hash(data: Data(secret.utf8)))
-        return state.withLock { held in
+        return state.withLock { book in
             var found: GrantRecord?
-            for entry in held.values where Self.constantTimeEqual(entry.record.secretDigest, digest) {
+            for entry in book.held.values where Self.constantTimeEqual(entry.record.secretDigest, digest) {
                 found = entry.record
             }
             return found
@@ -187,9 +211,9 @@ public final class GrantBook: Sendable {
     /// secret is unknown), in memory and in the store.
     public func dropExpired() async throws {
         let cutoff = clock.nowSeconds - 86_400
-        let expired = state.withLock { held in
-            let ids = held.values.filter { $0.record.expiresAt <= cutoff }.map(\.record.id)
-            for id in ids { held.removeValue(forKey: id) }
+        let expired = state.withLock { book in
+            let ids = book.held.values.filter { $0.record.expiresAt <= cutoff }.map(\.record.id)
+            for id in ids { book.held.removeValue(forKey: id) }
             return ids
         }
         try await store?.deleteGrants(ids: expired)
@@ -199,12 +223,12 @@ public final class GrantBook: Sendable {
     /// before it answers, so that a grant revoked meanwhile hands out nothing.
     public func isServing(_ id: String) -> Bool {
         let now = clock.nowSeconds
-        return state.withLock { $0[id].map { $0.record.expiresAt > now } ?? false }
+        return state.withLock { $0.held[id].map { $0.record.expiresAt > now } ?? false }
     }
 
     /// Counts a token served through the grant with `id`.
     public func served(_ id: String) {
-        state.withLock { $0[id]?.served += 1 }
+        state.withLock { $0.held[id]?.served += 1 }
     }
 
     /// The grant `name` names: its id, else a label that names exactly one grant.
