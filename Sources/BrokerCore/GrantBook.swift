@@ -107,8 +107,16 @@ public final class GrantBook: Sendable {
         var held: [String: Held] = [:]
         /// Loads of the store under way.
         var loads = 0
-        /// The grants removed while a load was under way: its read of the store may predate the removal.
+        /// The grants removed, or whose removal reached the store, while a load was under way: its read of the
+        /// store may predate the removal.
         var removedDuringLoads: Set<String> = []
+        /// The grants removed from memory whose deletion from the store has not ended: a read now still finds them.
+        var deleting: [String: Int] = [:]
+
+        /// Whether a load may serve `id`, which its read of the store found.
+        func mayServe(_ id: String) -> Bool {
+            held[id] == nil && !removedDuringLoads.contains(id) && deleting[id] == nil
+        }
     }
 
     /// A book over `store` (none: grants last until the broker stops, for tests of one module).
@@ -153,9 +161,7 @@ public final class GrantBook: Sendable {
         // A grant created while the store was read is kept; one revoked meanwhile stays revoked (the read may have
         // found it before the revocation deleted it).
         state.withLock { book in
-            for (id, held) in loaded where book.held[id] == nil && !book.removedDuringLoads.contains(id) {
-                book.held[id] = held
-            }
+            for (id, held) in loaded where book.mayServe(id) { book.held[id] = held }
         }
         return unreadable
     }
@@ -183,10 +189,20 @@ public final class GrantBook: Sendable {
     }
 
     /// Stops serving the grant with `id` at once, then drops it from the store.
+    ///
+    /// No load of the store brings it back meanwhile: one that reads the store before the deletion reaches it, or
+    /// read it before the removal, leaves it out.
     func remove(_ id: String) async throws {
         state.withLock { book in
             book.held.removeValue(forKey: id)
+            book.deleting[id, default: 0] += 1
             if book.loads > 0 { book.removedDuringLoads.insert(id) }
+        }
+        defer {
+            state.withLock { book in
+                book.deleting[id] = book.deleting[id].flatMap { $0 > 1 ? $0 - 1 : nil }
+                if book.loads > 0 { book.removedDuringLoads.insert(id) }
+            }
         }
         try await store?.deleteGrants(ids: [id])
     }

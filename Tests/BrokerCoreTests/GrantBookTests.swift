@@ -8,15 +8,22 @@ import Testing
 
 /// The grants' book against the cache's real SQLite store, when a load of the store and a revocation overlap.
 struct GrantBookTests {
-    /// The SQLite store, its `loadGrants` stopped after the read until the test lets it go: the moment a revocation
-    /// can come between a load's read and its merge (the cache unlocked again while its grants are served).
+    /// The SQLite store, held where a revocation and a load can cross.
+    ///
+    /// Its `loadGrants` stops after the read until the test lets it go: the moment a revocation can come between a
+    /// load's read and its merge (the cache unlocked again while its grants are served). With `holdingDeletes`,
+    /// each `deleteGrants` waits too before it reaches the store.
     private final class HeldGrantStore: GrantStore {
         private let store: SQLiteTokenStore
+        private let holdsDeletes: Bool
         private let read = AsyncStream<Void>.makeStream()
         private let resume = AsyncStream<Void>.makeStream()
+        private let deleteHeld = AsyncStream<Void>.makeStream()
+        private let deleteResume = AsyncStream<Void>.makeStream()
 
-        init(_ store: SQLiteTokenStore) {
+        init(_ store: SQLiteTokenStore, holdingDeletes: Bool = false) {
             self.store = store
+            holdsDeletes = holdingDeletes
         }
 
         func loadGrants() async throws -> (records: [String: Data], damaged: [String]) {
@@ -31,7 +38,20 @@ struct GrantBookTests {
         }
 
         func deleteGrants(ids: [String]) async throws {
+            if holdsDeletes, !ids.isEmpty {
+                deleteHeld.continuation.yield()
+                for await _ in deleteResume.stream { break }
+            }
             try await store.deleteGrants(ids: ids)
+        }
+
+        /// Returns once a deletion waits.
+        func deleteIsHeld() async {
+            for await _ in deleteHeld.stream { break }
+        }
+
+        func letTheDeleteGo() {
+            deleteResume.continuation.yield()
         }
 
         /// Returns once a load has read the store.
@@ -100,5 +120,30 @@ struct GrantBookTests {
         store.letTheLoadGo()
         #expect(try await reload.value.isEmpty)
         #expect(Set(book.all.map(\.record.id)) == [kept.id, created.id])
+    }
+
+    /// A grant revoked just before a load, whose deletion reaches the store after the load read it, stays revoked.
+    @Test func aGrantRevokedBeforeItsDeletionReachesTheStoreStaysRevoked() async throws {
+        let directory = try TemporaryDirectory()
+        let clock = TestClock(start: Date())
+        let location = CacheLocation(stateDirectory: directory.url)
+        let store = HeldGrantStore(try location.openStore(clock: clock), holdingDeletes: true)
+        let book = GrantBook(store: store, clock: clock)
+        let (revoked, revokedSecret) = grant(expiringAt: clock.nowSeconds + 3600)
+        try await book.add(revoked)
+
+        let removal = Task { try await book.remove(revoked.id) }
+        await store.deleteIsHeld()
+        #expect(book.holder(of: revokedSecret) == nil)
+        let load = Task { try await book.load() }
+        await store.loadHasRead()
+        store.letTheDeleteGo()
+        try await removal.value
+        store.letTheLoadGo()
+        #expect(try await load.value.isEmpty)
+
+        #expect(book.holder(of: revokedSecret) == nil)
+        #expect(book.all.isEmpty)
+        #expect(try await location.openStore(clock: clock).loadGrants().records.isEmpty)
     }
 }
