@@ -244,21 +244,33 @@ provider_stats() { curl -s "http://127.0.0.1:$IDP_PORT/_test/stats" > "$1"; }
 # line. The mean round trip less the mean answer is the mean share exactly; the p50 less the mean answer moves with
 # the spread of the provider's signing times. The share as measured before (less only the endpoint's working time,
 # so that the provider's HTTP server, its hops and its log line counted as the broker's) is kept beside it.
-refresh_share() {  # $1: label; $2: socket; $3: request file; $4: round
+# Beside it, the server's CPU a refresh, thread by thread (`/proc/<pid>/task/<tid>/schedstat`, nanoseconds on a
+# CPU): the busiest thread is the broker's event loop, whose CPU is most of its share (twenty-fifth pass).
+threads_cpu() { for task in /proc/"$1"/task/*; do echo "${task##*/} $(cut -d' ' -f1 "$task/schedstat" 2>/dev/null || echo 0)"; done; }
+refresh_share() {  # $1: label; $2: socket; $3: request file; $4: round; $5: the server's pid
+  threads_cpu "$5" > "$WORK/threads-before"
   provider_stats "$WORK/stats-before.json"
   bench refresh --label "$1" --socket "$2" --request "$3" --count $((COUNT / 250)) > "$WORK/refresh-result.json"
   provider_stats "$WORK/stats-after.json"
-  python3 - "$1" "$WORK/refresh-result.json" "$WORK/stats-before.json" "$WORK/stats-after.json" "$4" <<'PY' | tee -a "$RESULTS" >/dev/null
+  threads_cpu "$5" > "$WORK/threads-after"
+  python3 - "$1" "$WORK/refresh-result.json" "$WORK/stats-before.json" "$WORK/stats-after.json" "$4" \
+    "$WORK/threads-before" "$WORK/threads-after" <<'PY' | tee -a "$RESULTS" >/dev/null
 import json, sys
 label = sys.argv[1]; run = json.load(open(sys.argv[2])); before = json.load(open(sys.argv[3])); after = json.load(open(sys.argv[4]))
 round_number = int(sys.argv[5])
 calls = after["tokenRequests"] - before["tokenRequests"]
 provider = (after["tokenServedMicroseconds"] - before["tokenServedMicroseconds"]) / max(1, calls)
 endpoint = (after["tokenAnswerMicroseconds"] - before["tokenAnswerMicroseconds"]) / max(1, calls)
+def threads(path):
+    return {tid: int(ns) for tid, ns in (line.split() for line in open(path) if line.strip())}
+started, ended = threads(sys.argv[6]), threads(sys.argv[7])
+spent = [ns - started.get(tid, 0) for tid, ns in ended.items()]  # a thread gone by the end is not counted
 print(json.dumps({"kind": "refresh_share", "label": label, "round": round_number, "calls": calls, "provider_us": provider,
                   "broker_p50_us": run["p50_us"] - provider, "broker_p90_us": run["p90_us"] - provider,
                   "broker_mean_us": run["mean_us"] - provider,
-                  "provider_endpoint_us": endpoint, "broker_with_provider_http_p50_us": run["p50_us"] - endpoint}))
+                  "provider_endpoint_us": endpoint, "broker_with_provider_http_p50_us": run["p50_us"] - endpoint,
+                  "server_busiest_thread_us": max(spent, default=0) / 1000 / max(1, calls),
+                  "server_threads_us": sum(spent) / 1000 / max(1, calls)}))
 PY
 }
 
@@ -291,8 +303,8 @@ for _ in $(seq 100); do [ -S "$WORK/refresh-floor.sock" ] && break; sleep 0.02; 
 # Broker and floor alternate, round after round, so that a disturbed stretch of this shared machine falls on both;
 # the report takes the median of the rounds.
 for round in $(seq "$REFRESH_ROUNDS"); do
-  refresh_share refresh "$WORK/refresh/broker.sock" "$WORK/refresh.json" "$round"
-  refresh_share refresh-floor "$WORK/refresh-floor.sock" "$WORK/refresh.json" "$round"
+  refresh_share refresh "$WORK/refresh/broker.sock" "$WORK/refresh.json" "$round" "$DAEMON"
+  refresh_share refresh-floor "$WORK/refresh-floor.sock" "$WORK/refresh.json" "$round" "$REFRESH_FLOOR"
 done
 kill "$REFRESH_FLOOR"; wait "$REFRESH_FLOOR" 2>/dev/null || true; REFRESH_FLOOR=""
 BEFORE=$(token_calls)

@@ -148,6 +148,12 @@ if shares:
           f"answer ({sum(r['calls'] for r in shares)} calls); the broker's share (p50 less the provider): "
           f"{spread([r['broker_p50_us'] for r in shares])} µs, p90 {spread([r['broker_p90_us'] for r in shares])} µs, "
           f"mean {spread([r['broker_mean_us'] for r in shares])} µs; target ≤ 300 µs: {'met' if share <= 300 else 'NOT met'}")
+    if "server_busiest_thread_us" in shares[0]:
+        floor_cpu = (f"; the floor's {spread([r['server_busiest_thread_us'] for r in floors.values()])} µs"
+                     if floors else "")
+        print(f"- the broker's CPU a refresh (`/proc/<pid>/task/*/schedstat`): its busiest thread, the event loop, "
+              f"{spread([r['server_busiest_thread_us'] for r in shares])} µs; all its threads "
+              f"{spread([r['server_threads_us'] for r in shares])} µs{floor_cpu}")
     print(f"- as measured before the seventh pass (less only the endpoint's working time, "
           f"{spread([r['provider_endpoint_us'] for r in shares])} µs, so that the provider's HTTP server counted as the "
           f"broker's): {spread([r['broker_with_provider_http_p50_us'] for r in shares])} µs")
@@ -222,6 +228,8 @@ if shares:
     floor_note = f"; {spread(ratios, '{:.1f}')}× its floor's mean" if floors and ratios else ""
     if "refresh" in counted:
         floor_note += f"; {counted['refresh']['event_loop_per_request'] / 1000:,.0f} k instructions on the event loop"
+    if "server_busiest_thread_us" in shares[0]:
+        floor_note += f", {median([r['server_busiest_thread_us'] for r in shares]):.0f} µs of its CPU"
     judge("the broker's share of a silent request that refreshes ≤ 300 µs", f"{share:.0f} µs{floor_note}", share <= 300)
 if verdicts:
     print("\n### Against issue 15's targets, in this run\n")
