@@ -102,21 +102,14 @@ public final class GrantBook: Sendable {
         var served = 0
     }
 
-    /// The grants served, and what a load of the store under way must not bring back.
+    /// The grants served, and the ones revoked, which nothing brings back.
     private struct Book: Sendable {
         var held: [String: Held] = [:]
-        /// Loads of the store under way.
-        var loads = 0
-        /// The grants removed, or whose removal reached the store, while a load was under way: its read of the
-        /// store may predate the removal.
-        var removedDuringLoads: Set<String> = []
-        /// The grants removed from memory whose deletion from the store has not ended: a read now still finds them.
-        var deleting: [String: Int] = [:]
-
-        /// Whether a load may serve `id`, which its read of the store found.
-        func mayServe(_ id: String) -> Bool {
-            held[id] == nil && !removedDuringLoads.contains(id) && deleting[id] == nil
-        }
+        /// Every grant revoked while the broker runs (ids are random and never reused).
+        ///
+        /// A load of the store may have read one before its deletion reached the store, and a creation may end after
+        /// a load served it and a revocation removed it: neither serves it again.
+        var revoked: Set<String> = []
     }
 
     /// A book over `store` (none: grants last until the broker stops, for tests of one module).
@@ -138,13 +131,6 @@ public final class GrantBook: Sendable {
     /// not be opened (left in place).
     public func load() async throws -> [String] {
         guard let store else { return [] }
-        state.withLock { $0.loads += 1 }
-        defer {
-            state.withLock { book in
-                book.loads -= 1
-                if book.loads == 0 { book.removedDuringLoads = [] }
-            }
-        }
         let (records, damaged) = try await store.loadGrants()
         let now = clock.nowSeconds
         var expired: [String] = []
@@ -161,7 +147,7 @@ public final class GrantBook: Sendable {
         // A grant created while the store was read is kept; one revoked meanwhile stays revoked (the read may have
         // found it before the revocation deleted it).
         state.withLock { book in
-            for (id, held) in loaded where book.mayServe(id) { book.held[id] = held }
+            for (id, held) in loaded where book.held[id] == nil && !book.revoked.contains(id) { book.held[id] = held }
         }
         return unreadable
     }
@@ -185,24 +171,19 @@ public final class GrantBook: Sendable {
     /// Keeps `record` durably, then serves it.
     func add(_ record: GrantRecord) async throws {
         try await store?.saveGrant(id: record.id, record: try JSONEncoder().encode(record))
-        state.withLock { $0.held[record.id] = Held(record: record) }
+        state.withLock { book in
+            // A load may have served it already, and a revocation removed it since.
+            guard !book.revoked.contains(record.id) else { return }
+            book.held[record.id] = Held(record: record)
+        }
     }
 
-    /// Stops serving the grant with `id` at once, then drops it from the store.
-    ///
-    /// No load of the store brings it back meanwhile: one that reads the store before the deletion reaches it, or
-    /// read it before the removal, leaves it out.
+    /// Stops serving the grant with `id` at once and for as long as the broker runs, then drops it from the store
+    /// (when that fails, the grant answers again after a restart).
     func remove(_ id: String) async throws {
         state.withLock { book in
             book.held.removeValue(forKey: id)
-            book.deleting[id, default: 0] += 1
-            if book.loads > 0 { book.removedDuringLoads.insert(id) }
-        }
-        defer {
-            state.withLock { book in
-                book.deleting[id] = book.deleting[id].flatMap { $0 > 1 ? $0 - 1 : nil }
-                if book.loads > 0 { book.removedDuringLoads.insert(id) }
-            }
+            book.revoked.insert(id)
         }
         try await store?.deleteGrants(ids: [id])
     }

@@ -130,7 +130,8 @@ extension TokenBroker {
         } catch {
             throw BrokerFailure(
                 .internalError,
-                "the grant stopped answering, but could not be deleted",
+                "the grant stopped answering, but could not be deleted from the store: once the broker restarts "
+                    + "it answers again, and must be revoked again",
                 underlying: error
             )
         }

@@ -6,61 +6,78 @@ import Testing
 
 @testable import BrokerCore
 
-/// The grants' book against the cache's real SQLite store, when a load of the store and a revocation overlap.
+/// The grants' book against the cache's real SQLite store, when a load of the store, a creation and a revocation
+/// overlap (a load runs when the cache opens or is unlocked, while its grants may be served and revoked).
 struct GrantBookTests {
-    /// The SQLite store, held where a revocation and a load can cross.
-    ///
-    /// Its `loadGrants` stops after the read until the test lets it go: the moment a revocation can come between a
-    /// load's read and its merge (the cache unlocked again while its grants are served). With `holdingDeletes`,
-    /// each `deleteGrants` waits too before it reaches the store.
-    private final class HeldGrantStore: GrantStore {
-        private let store: SQLiteTokenStore
-        private let holdsDeletes: Bool
-        private let read = AsyncStream<Void>.makeStream()
-        private let resume = AsyncStream<Void>.makeStream()
-        private let deleteHeld = AsyncStream<Void>.makeStream()
-        private let deleteResume = AsyncStream<Void>.makeStream()
+    /// What a ``HeldGrantStore`` holds back until the test lets it go.
+    private enum Hold: Hashable {
+        /// A load, after its read of the store.
+        case loadRead
+        /// A save, after it reached the store.
+        case saved
+        /// A deletion, before it reaches the store.
+        case delete
+    }
 
-        init(_ store: SQLiteTokenStore, holdingDeletes: Bool = false) {
+    /// The SQLite store, held where a load, a creation and a revocation can cross.
+    ///
+    /// `loadGrants` always stops after its read; `saveGrant` and `deleteGrants` stop where `holds` says.
+    private final class HeldGrantStore: GrantStore {
+        /// Where one kind of call stops: it says it got there, then waits to be let go.
+        private struct Gate {
+            let reached = AsyncStream<Void>.makeStream()
+            let released = AsyncStream<Void>.makeStream()
+        }
+
+        private let store: SQLiteTokenStore
+        private let holds: Set<Hold>
+        private let loadRead = Gate()
+        private let saved = Gate()
+        private let delete = Gate()
+
+        init(_ store: SQLiteTokenStore, holding holds: Set<Hold> = []) {
             self.store = store
-            holdsDeletes = holdingDeletes
+            self.holds = holds.union([.loadRead])
+        }
+
+        private func gate(_ hold: Hold) -> Gate {
+            switch hold {
+            case .loadRead: loadRead
+            case .saved: saved
+            case .delete: delete
+            }
+        }
+
+        private func stop(at hold: Hold) async {
+            guard holds.contains(hold) else { return }
+            gate(hold).reached.continuation.yield()
+            for await _ in gate(hold).released.stream { break }
         }
 
         func loadGrants() async throws -> (records: [String: Data], damaged: [String]) {
             let loaded = try await store.loadGrants()
-            read.continuation.yield()
-            for await _ in resume.stream { break }
+            await stop(at: .loadRead)
             return loaded
         }
 
         func saveGrant(id: String, record: Data) async throws {
             try await store.saveGrant(id: id, record: record)
+            await stop(at: .saved)
         }
 
         func deleteGrants(ids: [String]) async throws {
-            if holdsDeletes, !ids.isEmpty {
-                deleteHeld.continuation.yield()
-                for await _ in deleteResume.stream { break }
-            }
+            if !ids.isEmpty { await stop(at: .delete) }  // a load's deletion of expired grants is empty here
             try await store.deleteGrants(ids: ids)
         }
 
-        /// Returns once a deletion waits.
-        func deleteIsHeld() async {
-            for await _ in deleteHeld.stream { break }
+        /// Returns once something stopped at `hold`.
+        func reached(_ hold: Hold) async {
+            for await _ in gate(hold).reached.stream { break }
         }
 
-        func letTheDeleteGo() {
-            deleteResume.continuation.yield()
-        }
-
-        /// Returns once a load has read the store.
-        func loadHasRead() async {
-            for await _ in read.stream { break }
-        }
-
-        func letTheLoadGo() {
-            resume.continuation.yield()
+        /// Lets what stopped at `hold` go on.
+        func release(_ hold: Hold) {
+            gate(hold).released.continuation.yield()
         }
     }
 
@@ -85,25 +102,27 @@ struct GrantBookTests {
 
     /// A grant revoked while the store is read again stays revoked.
     ///
-    /// The read found it before the revocation deleted it, and the load must not serve it again. One created
-    /// meanwhile is served; one the load found and nobody revoked is served too.
+    /// The read found it before the revocation deleted it, and the load must not serve it again. One the load found
+    /// and nobody revoked keeps what it served; one created meanwhile is served.
     @Test func aGrantRevokedWhileTheStoreIsReadStaysRevoked() async throws {
         let directory = try TemporaryDirectory()
         let clock = TestClock(start: Date())
-        let store = HeldGrantStore(try CacheLocation(stateDirectory: directory.url).openStore(clock: clock))
+        let location = CacheLocation(stateDirectory: directory.url)
+        let store = HeldGrantStore(try location.openStore(clock: clock))
         let book = GrantBook(store: store, clock: clock)
         let expiry = clock.nowSeconds + 3600
         let (revoked, revokedSecret) = grant(expiringAt: expiry)
         let (kept, keptSecret) = grant(expiringAt: expiry)
         try await book.add(revoked)
         try await book.add(kept)
+        book.served(kept.id)
 
         let load = Task { try await book.load() }
-        await store.loadHasRead()
+        await store.reached(.loadRead)
         try await book.remove(revoked.id)
         let (created, createdSecret) = grant(expiringAt: expiry)
         try await book.add(created)
-        store.letTheLoadGo()
+        store.release(.loadRead)
         #expect(try await load.value.isEmpty)
 
         #expect(book.holder(of: revokedSecret) == nil)
@@ -111,38 +130,74 @@ struct GrantBookTests {
         #expect(book.holder(of: keptSecret) == kept)
         #expect(book.holder(of: createdSecret) == created)
         #expect(Set(book.all.map(\.record.id)) == [kept.id, created.id])
+        #expect(book.all.first { $0.record.id == kept.id }?.served == 1, "the load replaced a grant it served")
 
-        // The store agrees, and the next load (no revocation under way) brings back nothing else.
-        let stored = try await CacheLocation(stateDirectory: directory.url).openStore(clock: clock).loadGrants()
+        // The store agrees, and the next load brings back nothing else.
+        let stored = try await location.openStore(clock: clock).loadGrants()
         #expect(Set(stored.records.keys) == [kept.id, created.id])
         let reload = Task { try await book.load() }
-        await store.loadHasRead()
-        store.letTheLoadGo()
+        await store.reached(.loadRead)
+        store.release(.loadRead)
         #expect(try await reload.value.isEmpty)
         #expect(Set(book.all.map(\.record.id)) == [kept.id, created.id])
     }
 
-    /// A grant revoked just before a load, whose deletion reaches the store after the load read it, stays revoked.
-    @Test func aGrantRevokedBeforeItsDeletionReachesTheStoreStaysRevoked() async throws {
+    /// A grant revoked just before a load, whose deletion reaches the store only after the load read it, stays
+    /// revoked, whether the deletion or the load ends first.
+    @Test(arguments: [true, false])
+    func aGrantRevokedBeforeItsDeletionReachesTheStoreStaysRevoked(deletionEndsFirst: Bool) async throws {
         let directory = try TemporaryDirectory()
         let clock = TestClock(start: Date())
         let location = CacheLocation(stateDirectory: directory.url)
-        let store = HeldGrantStore(try location.openStore(clock: clock), holdingDeletes: true)
+        let store = HeldGrantStore(try location.openStore(clock: clock), holding: [.delete])
         let book = GrantBook(store: store, clock: clock)
         let (revoked, revokedSecret) = grant(expiringAt: clock.nowSeconds + 3600)
         try await book.add(revoked)
 
         let removal = Task { try await book.remove(revoked.id) }
-        await store.deleteIsHeld()
+        await store.reached(.delete)
         #expect(book.holder(of: revokedSecret) == nil)
         let load = Task { try await book.load() }
-        await store.loadHasRead()
-        store.letTheDeleteGo()
-        try await removal.value
-        store.letTheLoadGo()
-        #expect(try await load.value.isEmpty)
+        await store.reached(.loadRead)
+        if deletionEndsFirst {
+            store.release(.delete)
+            try await removal.value
+            store.release(.loadRead)
+            #expect(try await load.value.isEmpty)
+        } else {
+            store.release(.loadRead)
+            #expect(try await load.value.isEmpty)
+            #expect(book.holder(of: revokedSecret) == nil)
+            store.release(.delete)
+            try await removal.value
+        }
 
         #expect(book.holder(of: revokedSecret) == nil)
+        #expect(book.all.isEmpty)
+        #expect(try await location.openStore(clock: clock).loadGrants().records.isEmpty)
+    }
+
+    /// A grant served by a load before its creation ended, then revoked, stays revoked when the creation ends.
+    @Test func aGrantRevokedBeforeItsCreationEndedStaysRevoked() async throws {
+        let directory = try TemporaryDirectory()
+        let clock = TestClock(start: Date())
+        let location = CacheLocation(stateDirectory: directory.url)
+        let store = HeldGrantStore(try location.openStore(clock: clock), holding: [.saved])
+        let book = GrantBook(store: store, clock: clock)
+        let (created, secret) = grant(expiringAt: clock.nowSeconds + 3600)
+
+        let creation = Task { try await book.add(created) }
+        await store.reached(.saved)
+        let load = Task { try await book.load() }
+        await store.reached(.loadRead)
+        store.release(.loadRead)
+        #expect(try await load.value.isEmpty)
+        #expect(book.holder(of: secret) == created, "the load serves what the store holds")
+        try await book.remove(created.id)
+        store.release(.saved)
+        try await creation.value
+
+        #expect(book.holder(of: secret) == nil)
         #expect(book.all.isEmpty)
         #expect(try await location.openStore(clock: clock).loadGrants().records.isEmpty)
     }
