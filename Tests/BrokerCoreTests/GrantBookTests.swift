@@ -81,23 +81,47 @@ struct GrantBookTests {
         }
     }
 
-    private func grant(expiringAt expiresAt: Int64) -> (record: GrantRecord, secret: String) {
-        let made = GrantBook.newSecret()
-        let record = GrantRecord(
-            id: made.id,
-            label: "devcontainer",
-            clientId: CacheFixtures.clientId,
-            authority: nil,
-            resources: ["https://graph.microsoft.com"],
-            scopes: [],
-            accountIdentifier: CacheFixtures.ada.homeAccountId,
-            username: "ada@contoso.com",
-            createdAt: expiresAt - 3600,
-            expiresAt: expiresAt,
-            listen: ListenAddress.loopback.with(port: 41234),
-            secretDigest: made.digest
-        )
-        return (record, made.secret)
+    /// A book over a held store in a directory of its own.
+    private struct Fixture {
+        let directory: TemporaryDirectory
+        let clock = TestClock(start: Date())
+        let store: HeldGrantStore
+        let book: GrantBook
+
+        init(holding holds: Set<Hold> = []) throws {
+            directory = try TemporaryDirectory()
+            store = HeldGrantStore(
+                try CacheLocation(stateDirectory: directory.url).openStore(clock: clock),
+                holding: holds
+            )
+            book = GrantBook(store: store, clock: clock)
+        }
+
+        /// The ids of the grants in the store, read by a store of their own.
+        func storedIDs() async throws -> Set<String> {
+            let store = try CacheLocation(stateDirectory: directory.url).openStore(clock: clock)
+            return Set(try await store.loadGrants().records.keys)
+        }
+
+        /// A new grant for an hour, and its secret.
+        func grant() -> (record: GrantRecord, secret: String) {
+            let made = GrantBook.newSecret()
+            let record = GrantRecord(
+                id: made.id,
+                label: "devcontainer",
+                clientId: CacheFixtures.clientId,
+                authority: nil,
+                resources: ["https://graph.microsoft.com"],
+                scopes: [],
+                accountIdentifier: CacheFixtures.ada.homeAccountId,
+                username: "ada@contoso.com",
+                createdAt: clock.nowSeconds,
+                expiresAt: clock.nowSeconds + 3600,
+                listen: ListenAddress.loopback.with(port: 41234),
+                secretDigest: made.digest
+            )
+            return (record, made.secret)
+        }
     }
 
     /// A grant revoked while the store is read again stays revoked.
@@ -105,14 +129,10 @@ struct GrantBookTests {
     /// The read found it before the revocation deleted it, and the load must not serve it again. One the load found
     /// and nobody revoked keeps what it served; one created meanwhile is served.
     @Test func aGrantRevokedWhileTheStoreIsReadStaysRevoked() async throws {
-        let directory = try TemporaryDirectory()
-        let clock = TestClock(start: Date())
-        let location = CacheLocation(stateDirectory: directory.url)
-        let store = HeldGrantStore(try location.openStore(clock: clock))
-        let book = GrantBook(store: store, clock: clock)
-        let expiry = clock.nowSeconds + 3600
-        let (revoked, revokedSecret) = grant(expiringAt: expiry)
-        let (kept, keptSecret) = grant(expiringAt: expiry)
+        let fixture = try Fixture()
+        let (store, book) = (fixture.store, fixture.book)
+        let (revoked, revokedSecret) = fixture.grant()
+        let (kept, keptSecret) = fixture.grant()
         try await book.add(revoked)
         try await book.add(kept)
         book.served(kept.id)
@@ -120,7 +140,7 @@ struct GrantBookTests {
         let load = Task { try await book.load() }
         await store.reached(.loadRead)
         try await book.remove(revoked.id)
-        let (created, createdSecret) = grant(expiringAt: expiry)
+        let (created, createdSecret) = fixture.grant()
         try await book.add(created)
         store.release(.loadRead)
         #expect(try await load.value.isEmpty)
@@ -133,8 +153,7 @@ struct GrantBookTests {
         #expect(book.all.first { $0.record.id == kept.id }?.served == 1, "the load replaced a grant it served")
 
         // The store agrees, and the next load brings back nothing else.
-        let stored = try await location.openStore(clock: clock).loadGrants()
-        #expect(Set(stored.records.keys) == [kept.id, created.id])
+        #expect(try await fixture.storedIDs() == [kept.id, created.id])
         let reload = Task { try await book.load() }
         await store.reached(.loadRead)
         store.release(.loadRead)
@@ -146,12 +165,9 @@ struct GrantBookTests {
     /// revoked, whether the deletion or the load ends first.
     @Test(arguments: [true, false])
     func aGrantRevokedBeforeItsDeletionReachesTheStoreStaysRevoked(deletionEndsFirst: Bool) async throws {
-        let directory = try TemporaryDirectory()
-        let clock = TestClock(start: Date())
-        let location = CacheLocation(stateDirectory: directory.url)
-        let store = HeldGrantStore(try location.openStore(clock: clock), holding: [.delete])
-        let book = GrantBook(store: store, clock: clock)
-        let (revoked, revokedSecret) = grant(expiringAt: clock.nowSeconds + 3600)
+        let fixture = try Fixture(holding: [.delete])
+        let (store, book) = (fixture.store, fixture.book)
+        let (revoked, revokedSecret) = fixture.grant()
         try await book.add(revoked)
 
         let removal = Task { try await book.remove(revoked.id) }
@@ -174,17 +190,14 @@ struct GrantBookTests {
 
         #expect(book.holder(of: revokedSecret) == nil)
         #expect(book.all.isEmpty)
-        #expect(try await location.openStore(clock: clock).loadGrants().records.isEmpty)
+        #expect(try await fixture.storedIDs().isEmpty)
     }
 
     /// A grant served by a load before its creation ended, then revoked, stays revoked when the creation ends.
     @Test func aGrantRevokedBeforeItsCreationEndedStaysRevoked() async throws {
-        let directory = try TemporaryDirectory()
-        let clock = TestClock(start: Date())
-        let location = CacheLocation(stateDirectory: directory.url)
-        let store = HeldGrantStore(try location.openStore(clock: clock), holding: [.saved])
-        let book = GrantBook(store: store, clock: clock)
-        let (created, secret) = grant(expiringAt: clock.nowSeconds + 3600)
+        let fixture = try Fixture(holding: [.saved])
+        let (store, book) = (fixture.store, fixture.book)
+        let (created, secret) = fixture.grant()
 
         let creation = Task { try await book.add(created) }
         await store.reached(.saved)
@@ -199,6 +212,6 @@ struct GrantBookTests {
 
         #expect(book.holder(of: secret) == nil)
         #expect(book.all.isEmpty)
-        #expect(try await location.openStore(clock: clock).loadGrants().records.isEmpty)
+        #expect(try await fixture.storedIDs().isEmpty)
     }
 }
