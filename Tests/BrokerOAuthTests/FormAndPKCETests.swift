@@ -17,14 +17,20 @@ import Testing
         #expect(parsed?.map(\.value) == ["openid https://graph.microsoft.com/User.Read", "a+b&c=d é~._-"])
     }
 
-    /// Each of the 128 ASCII characters, and a few beyond, as Foundation escapes them for the same unreserved set.
+    /// Each of the 128 ASCII characters, and a few beyond, as Foundation escapes them for the same unreserved set:
+    /// alone, and at every offset of the first three of the sixteen-byte runs the encoder copies whole, among
+    /// unreserved characters of every kind.
     @Test func encodesEachCharacterAsFoundationDoes() {
         var unreserved = CharacterSet(charactersIn: "-._~")
         unreserved.insert(charactersIn: "a"..."z")
         unreserved.insert(charactersIn: "A"..."Z")
         unreserved.insert(charactersIn: "0"..."9")
-        let texts =
-            (0..<128).map { String(UnicodeScalar(UInt8($0))) } + ["é", "€", "𝄞", String(repeating: "a b", count: 50)]
+        let characters = (0..<128).map { String(UnicodeScalar(UInt8($0))) } + ["é", "€", "𝄞"]
+        let plain = Array(String(repeating: "azAZ09-._~", count: 6))
+        var texts = characters + [String(repeating: "a b", count: 50)]
+        for offset in 0..<48 {
+            texts += characters.map { String(plain[..<offset]) + $0 + String(plain[offset..<56]) }
+        }
         for text in texts {
             var form = FormBody()
             form.add("v", text)

@@ -9,6 +9,14 @@ struct CompactJWSTests {
         ("..", ["", "", ""]),
         ("a..c", ["a", "", "c"]),
         ("é.ü.🔑", ["é", "ü", "🔑"]),
+        (
+            String(repeating: "h", count: 1001) + "." + String(repeating: "p", count: 703) + "."
+                + String(repeating: "s", count: 342),
+            [
+                String(repeating: "h", count: 1001), String(repeating: "p", count: 703),
+                String(repeating: "s", count: 342),
+            ]
+        ),
     ])
     func splitsAtTheTwoDots(compact: String, parts: [String]) throws {
         let jws = try #require(CompactJWS.parts(of: compact))
@@ -17,7 +25,11 @@ struct CompactJWSTests {
         #expect(jws.bytes == Array(compact.utf8))
     }
 
-    @Test(arguments: ["", "a", "a.b", "a.b.c.d", "...", "a.b.c."])
+    @Test(arguments: [
+        "", "a", "a.b", "a.b.c.d", "...", "a.b.c.",
+        String(repeating: "h", count: 1001) + "." + String(repeating: "p", count: 703),
+        "a.b." + String(repeating: "s", count: 342) + ".", String(repeating: "x", count: 2000),
+    ])
     func refusesAnythingButThreeParts(compact: String) {
         #expect(CompactJWS.parts(of: compact) == nil)
     }

@@ -1,6 +1,7 @@
-import BrokerProtocol
 import Foundation
 import Testing
+
+@testable import BrokerProtocol
 
 struct StrictJSONTests {
     /// What RFC 8259 allows parses to the value it spells.
@@ -56,11 +57,11 @@ struct StrictJSONTests {
     }
 
     /// A string's escapes, control characters, non-ASCII characters and invalid bytes are found wherever they fall
-    /// among the plain bytes the parser skips eight at a time.
+    /// among the plain bytes the parser skips sixteen at a time: in each of three chunks, at each of their offsets.
     @Test func findsEveryKindOfByteAtEveryOffsetOfALongString() throws {
-        for offset in 0..<24 {
+        for offset in 0..<48 {
             let before = String(repeating: "a", count: offset)
-            let after = String(repeating: "b", count: 31 - offset)
+            let after = String(repeating: "b", count: 55 - offset)
             for (literal, value) in [(#"\""#, "\""), (#"\\"#, "\\"), (#"\n"#, "\n"), ("é", "é"), ("\u{7F}", "\u{7F}")] {
                 let text = "\"" + before + literal + after + "\""
                 #expect(try JSONValue.parse(Array(text.utf8)) == .string(before + value + after), "\(offset)")
@@ -71,6 +72,35 @@ struct StrictJSONTests {
             }
             let unterminated = "\"" + before + after
             #expect(throws: JSONSyntaxError.self, "\(offset)") { try JSONValue.parse(Array(unterminated.utf8)) }
+        }
+    }
+
+    /// The wire encoder escapes a quote, a backslash and every control character wherever it falls among the plain
+    /// bytes it copies sixteen at a time, and writes non-ASCII characters and DEL as they are; its three paths (the
+    /// answer's array, `encode`, and the remembered answers' raw output) write the same bytes.
+    @Test func escapesEveryKindOfByteAtEveryOffsetOfALongString() throws {
+        let cases: [(value: String, written: String)] = [
+            ("\"", #"\""#), ("\\", #"\\"#), ("\n", #"\n"#), ("\u{01}", #"\u0001"#), ("\u{1F}", #"\u001f"#),
+            ("é", "é"), ("\u{7F}", "\u{7F}"), ("/", "/"), (" ", " "),
+        ]
+        for offset in 0..<48 {
+            let before = String(repeating: "a", count: offset)
+            let after = String(repeating: "b", count: 55 - offset)
+            for (value, written) in cases {
+                let text = before + value + after
+                let expected = Array(("\"" + before + written + after + "\"").utf8)
+                var appended: [UInt8] = []
+                WireEncoder.appendString(text, to: &appended)
+                #expect(appended == expected, "\(offset) \(written)")
+                #expect(try WireEncoder().encode(text) == expected, "\(offset) \(written)")
+                let raw = [UInt8](unsafeUninitializedCapacity: 6 * text.utf8.count + 2) { room, count in
+                    var output = RawByteOutput(UnsafeMutableRawBufferPointer(room))
+                    WireEncoder.writeString(text, to: &output)
+                    count = output.written
+                }
+                #expect(raw == expected, "\(offset) \(written)")
+                #expect(try JSONValue.parse(appended) == .string(text), "\(offset) \(written)")
+            }
         }
     }
 

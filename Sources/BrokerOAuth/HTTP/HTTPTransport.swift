@@ -175,19 +175,51 @@ public struct FormBody: Sendable, CustomStringConvertible {
     }
 
     /// Appends `text` with every byte but an unreserved character's as `%XX`.
+    ///
+    /// Runs of unreserved bytes (a refresh token is one of a kilobyte and more) are copied whole, found sixteen bytes
+    /// at a time: appended byte by byte, each append checking the array's room, the form of a refresh cost 8,000
+    /// instructions (callgrind).
     private static func percentEncode(_ text: String, into out: inout [UInt8]) {
         var text = text
         text.withUTF8 { bytes in
-            for byte in bytes {
-                if unreserved[Int(byte)] {
-                    out.append(byte)
-                } else {
-                    out.append(UInt8(ascii: "%"))
-                    out.append(hexDigits[Int(byte >> 4)])
-                    out.append(hexDigits[Int(byte & 0xF)])
-                }
+            var index = 0
+            while index < bytes.count {
+                let run = unreservedRun(in: bytes, from: index)
+                if run > index { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[index..<run])) }
+                guard run < bytes.count else { return }
+                let byte = bytes[run]
+                out.append(UInt8(ascii: "%"))
+                out.append(hexDigits[Int(byte >> 4)])
+                out.append(hexDigits[Int(byte & 0xF)])
+                index = run + 1
             }
         }
+    }
+
+    /// The first offset at or after `start` whose byte is not an unreserved character; `bytes.count` when all are.
+    private static func unreservedRun(in bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+        var index = start
+        if let base = bytes.baseAddress {
+            // Signed bytes, whose compares SSE2 has: every byte above 0x7F is negative and fails each test. A-Z and
+            // a-z are one range once the case bit is set. The constants are made once, outside the loop: written in
+            // the compares themselves, some of them were compared lane by lane, through memory.
+            let caseBit = SIMD16<Int8>(repeating: 0x20)
+            let (beforeA, afterZ) = (SIMD16<Int8>(repeating: 0x60), SIMD16<Int8>(repeating: 0x7B))
+            let (beforeZero, afterNine) = (SIMD16<Int8>(repeating: 0x2F), SIMD16<Int8>(repeating: 0x3A))
+            let (dash, dot) = (SIMD16<Int8>(repeating: 0x2D), SIMD16<Int8>(repeating: 0x2E))
+            let (underscore, tilde) = (SIMD16<Int8>(repeating: 0x5F), SIMD16<Int8>(repeating: 0x7E))
+            while index + 16 <= bytes.count {
+                let chunk = UnsafeRawPointer(base + index).loadUnaligned(as: SIMD16<Int8>.self)
+                let letter = chunk | caseBit
+                let isLetter = (beforeA .< letter) .& (letter .< afterZ)
+                let isDigit = (beforeZero .< chunk) .& (chunk .< afterNine)
+                let isMark = (chunk .== dash) .| (chunk .== dot) .| (chunk .== underscore) .| (chunk .== tilde)
+                if !all(isLetter .| isDigit .| isMark) { break }
+                index += 16
+            }
+        }
+        while index < bytes.count, unreserved[Int(bytes[index])] { index += 1 }
+        return index
     }
 
     private static let hexDigits = Array("0123456789ABCDEF".utf8)

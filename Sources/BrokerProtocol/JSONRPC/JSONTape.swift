@@ -314,39 +314,8 @@ struct JSONTape {
 
     /// The first position at or after `position` that holds a quote, a backslash, a control character or a byte
     /// of a non-ASCII character (or the end): every byte before it stands for itself in a string.
-    ///
-    /// Eight bytes at a time: tokens are long runs of such bytes, and stepping through them one at a time (each
-    /// access bounds-checked) was the largest part of parsing a token response.
     private func plainRun(from position: Int) -> Int {
-        bytes.withUnsafeBytes { buffer in
-            var index = position
-            if let base = buffer.baseAddress {
-                while index + 8 <= buffer.count {
-                    let word = base.loadUnaligned(fromByteOffset: index, as: UInt64.self)
-                    if Self.holdsSpecialByte(word) { break }
-                    index += 8
-                }
-            }
-            while index < buffer.count {
-                let byte = buffer[index]
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 || byte >= 0x80 { break }
-                index += 1
-            }
-            return index
-        }
-    }
-
-    /// Whether any of the eight bytes of `word` is a quote, a backslash, below 0x20 or above 0x7F (the classic
-    /// test for a zero byte, `(v - 0x01…) & ~v & 0x80…`, exact for "some byte is below n" with n up to 0x80).
-    private static func holdsSpecialByte(_ word: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
-        let quotes = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
-        let backslashes = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
-        let special =
-            ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes) | ((word &- ones &* 0x20) & ~word)
-            | word
-        return special & highs != 0
+        bytes.withUnsafeBytes { PlainBytes.end(in: $0, from: position, nonASCII: true) }
     }
 
     private mutating func parseArray(_ position: inout Int, depth: Int) throws(JSONSyntaxError) {

@@ -42,18 +42,14 @@ extension WireEncoder {
             var runStart = 0
             var index = 0
             while index < bytes.count {
-                // Skip eight plain bytes at a time: no control character, quote or backslash among them.
-                if index + 8 <= bytes.count, !needsEscape(raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)) {
-                    index += 8
-                    continue
-                }
+                // Up to the next byte that needs an escape, or the end.
+                index = PlainBytes.end(in: raw, from: index, nonASCII: false)
+                guard index < bytes.count else { break }
                 let byte = bytes[index]
-                index += 1
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                let escaped = index - 1
-                if runStart < escaped {
-                    output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<escaped]))
+                if runStart < index {
+                    output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
                 }
+                index += 1
                 runStart = index
                 output.append(UInt8(ascii: "\\"))
                 switch byte {
@@ -80,18 +76,7 @@ extension WireEncoder {
     static func writeString(_ string: String, to output: inout RawByteOutput) {
         var string = string
         let plain = string.withUTF8 { bytes in
-            let raw = UnsafeRawBufferPointer(bytes)
-            var index = 0
-            while index + 8 <= raw.count {
-                if needsEscape(raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)) { return false }
-                index += 8
-            }
-            while index < raw.count {
-                let byte = raw[index]
-                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return false }
-                index += 1
-            }
-            return true
+            PlainBytes.end(in: UnsafeRawBufferPointer(bytes), from: 0, nonASCII: false) == bytes.count
         }
         guard plain else {
             var escaped: [UInt8] = []
@@ -117,20 +102,6 @@ extension WireEncoder {
             } while magnitude > 0
             output.append(UnsafeRawBufferPointer(UnsafeMutableBufferPointer(rebasing: digits[first...])))
         }
-    }
-
-    /// Whether any of the eight bytes in `word` is below 0x20, a quote or a backslash (SWAR: each test sets the
-    /// high bit of the bytes that match).
-    @inline(__always)
-    private static func needsEscape(_ word: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
-        let quote = word ^ (ones &* 0x22)
-        let backslash = word ^ (ones &* 0x5C)
-        let control = (word &- (ones &* 0x20)) & ~word
-        let quoteZero = (quote &- ones) & ~quote
-        let backslashZero = (backslash &- ones) & ~backslash
-        return (control | quoteZero | backslashZero) & highs != 0
     }
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
