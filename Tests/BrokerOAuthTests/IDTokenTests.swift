@@ -309,3 +309,64 @@ import Testing
         #expect(try await directory.metadata(for: authority).jwksURI == nil)
     }
 }
+
+/// The one-entry memo of what repeats from one refresh to the next (`client_info`, the id token's header).
+@Suite struct LastDecodedTests {
+    /// Counts the decodes it runs; refuses "bad".
+    final class Decoder: @unchecked Sendable {
+        var calls = 0
+        func decode(_ input: String) -> Int? {
+            calls += 1
+            return input == "bad" ? nil : input.count
+        }
+    }
+
+    @Test func decodesARepeatedInputOnceAndEveryOtherOneAfresh() {
+        let memo = LastDecoded<String, Int>()
+        let decoder = Decoder()
+        #expect(memo.value(of: "ab", decoder.decode) == 2)
+        #expect(memo.value(of: "ab", decoder.decode) == 2)
+        #expect(decoder.calls == 1)
+        // Alternating inputs: each answer is its own input's, decoded again.
+        #expect(memo.value(of: "abc", decoder.decode) == 3)
+        #expect(memo.value(of: "ab", decoder.decode) == 2)
+        #expect(decoder.calls == 3)
+        // A refusal is not kept: asked again, it is decoded again, and the last good entry stays.
+        #expect(memo.value(of: "bad", decoder.decode) == nil)
+        #expect(memo.value(of: "bad", decoder.decode) == nil)
+        #expect(decoder.calls == 5)
+        #expect(memo.value(of: "ab", decoder.decode) == 2)
+        #expect(decoder.calls == 5)
+    }
+
+    /// Two accounts' `client_info` in turn, and one that is not client info between them: each decodes to its own.
+    @Test func clientInfoOfAccountsInTurnDecodesToEachOnesOwn() {
+        let ada = Base64URL.encode(Data(#"{"uid":"ada","utid":"t1"}"#.utf8))
+        let alan = Base64URL.encode(Data(#"{"uid":"alan","utid":"t2"}"#.utf8))
+        for _ in 0..<2 {
+            #expect(ClientInfo(encoded: ada)?.homeAccountId == "ada.t1")
+            #expect(ClientInfo(encoded: alan)?.homeAccountId == "alan.t2")
+            #expect(ClientInfo(encoded: Base64URL.encode(Data(#"{"uid":""}"#.utf8))) == nil)
+            #expect(ClientInfo(encoded: "not base64!") == nil)
+            #expect(ClientInfo(encoded: alan)?.homeAccountId == "alan.t2")
+        }
+    }
+
+    /// Tokens with different headers in turn each read their own; a header that is not JSON is refused each time.
+    @Test func tokensInTurnReadTheirOwnHeaders() throws {
+        func token(header: String) -> String {
+            Base64URL.encode(Data(header.utf8)) + "." + Base64URL.encode(Data(#"{"sub":"s"}"#.utf8)) + ".c2ln"
+        }
+        for _ in 0..<2 {
+            #expect(try JSONWebToken(compact: token(header: #"{"alg":"RS256","kid":"k1"}"#)).keyId == "k1")
+            #expect(try JSONWebToken(compact: token(header: #"{"alg":"RS256","kid":"k2"}"#)).keyId == "k2")
+            #expect(throws: IDTokenError("the id_token's header is not a JSON object")) {
+                try JSONWebToken(compact: token(header: "[1]"))
+            }
+            #expect(throws: IDTokenError("the id_token is not base64url")) {
+                try JSONWebToken(compact: "e30!." + Base64URL.encode(Data("{}".utf8)) + ".c2ln")
+            }
+            #expect(try JSONWebToken(compact: token(header: #"{"alg":"RS256","kid":"k2"}"#)).keyId == "k2")
+        }
+    }
+}

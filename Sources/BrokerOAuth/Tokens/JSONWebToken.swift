@@ -17,13 +17,17 @@ public struct JSONWebToken: Sendable {
         guard let jws = CompactJWS.parts(of: compact) else {
             throw IDTokenError("the id_token is not a compact JWS (three parts)")
         }
-        guard let headerBytes = Base64URL.decode(utf8: jws.bytes[jws.header]),
-            let payloadBytes = Base64URL.decode(utf8: jws.bytes[jws.payload]),
+        guard let payloadBytes = Base64URL.decode(utf8: jws.bytes[jws.payload]),
             let signature = Base64URL.decode(utf8: jws.bytes[jws.signature])
         else { throw IDTokenError("the id_token is not base64url") }
-        guard let header = try? JSONValue.parse(Array(headerBytes)).objectValue else {
-            throw IDTokenError("the id_token's header is not a JSON object")
+        // A provider's tokens share one header (its algorithm and key): the last one is decoded once.
+        var headerRefusal = "the id_token is not base64url"
+        let header = Self.lastHeader.value(of: Array(jws.bytes[jws.header])) { encoded in
+            guard let bytes = Base64URL.decode(utf8: encoded) else { return nil }
+            headerRefusal = "the id_token's header is not a JSON object"
+            return try? JSONValue.parse(Array(bytes)).objectValue
         }
+        guard let header else { throw IDTokenError(headerRefusal) }
         guard let claims = try? JSONValue.parse(Array(payloadBytes)).objectValue else {
             throw IDTokenError("the id_token's claims are not a JSON object")
         }
@@ -32,6 +36,9 @@ public struct JSONWebToken: Sendable {
         self.signingInput = Array(jws.bytes[jws.header.lowerBound..<jws.payload.upperBound])
         self.signature = Array(signature)
     }
+
+    /// The last protected header decoded, by its base64url text.
+    private static let lastHeader = LastDecoded<[UInt8], [String: JSONValue]>()
 
     /// The signing algorithm (`alg`).
     public var algorithm: String? {

@@ -1,0 +1,19 @@
+import Synchronization
+
+/// The last value decoded from one kind of input: for the parts of a provider's answers that repeat from one refresh
+/// to the next (an account's `client_info`, the id token's protected header), which are then decoded once.
+///
+/// One entry, so what it holds stays small and never grows; inputs that alternate (two accounts refreshing in turn)
+/// are decoded each time, as without it. Only for inputs that are no secret.
+final class LastDecoded<Input: Equatable & Sendable, Output: Sendable>: Sendable {
+    private let last = Mutex<(input: Input, output: Output)?>(nil)
+
+    /// What `decode` makes of `input`: the last answer when `input` equals the last one decoded; nil when `decode`
+    /// refuses it (a refusal is not kept).
+    func value(of input: Input, _ decode: (Input) -> Output?) -> Output? {
+        if let last = last.withLock({ $0 }), last.input == input { return last.output }
+        guard let output = decode(input) else { return nil }
+        last.withLock { $0 = (input, output) }
+        return output
+    }
+}
