@@ -1,18 +1,21 @@
 import Synchronization
 
 /// Counts, from any task.
-final class Counter: Sendable {
+public final class Counter: Sendable {
     private let count = Mutex(0)
-    var value: Int { count.withLock { $0 } }
-    func increment() { count.withLock { $0 += 1 } }
-    func decrement() { count.withLock { $0 -= 1 } }
+    public init() {}
+    public var value: Int { count.withLock { $0 } }
+    public func increment() { count.withLock { $0 += 1 } }
+    public func decrement() { count.withLock { $0 -= 1 } }
 }
 
 /// Holds its waiters until opened.
-final class Gate: Sendable {
+public final class Gate: Sendable {
     private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
-    func wait() async {
+    public init() {}
+
+    public func wait() async {
         await withCheckedContinuation { continuation in
             let resumeNow = state.withLock { state in
                 if state.open { return true }
@@ -23,7 +26,7 @@ final class Gate: Sendable {
         }
     }
 
-    func open() {
+    public func open() {
         let waiters = state.withLock { state in
             state.open = true
             defer { state.waiters = [] }

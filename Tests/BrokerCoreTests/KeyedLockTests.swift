@@ -1,5 +1,5 @@
+import BrokerCore
 import BrokerTestSupport
-import BrokerTime
 import Synchronization
 import Testing
 
