@@ -104,20 +104,32 @@ PY
 trace_daemon "$WORK/calls-restarted" trace_cli :
 cat "$WORK/calls-restarted" >> "$WORK/calls"
 
+# libc picks each string function's implementation for the CPU it runs on (`__memcpy_avx512_unaligned_erms` here,
+# `__memcpy_avx_unaligned_erms` on a host without AVX-512): the one traced is placed with its siblings, so the list
+# holds the one another machine runs too.
 write_order() { # functions, calls, output
   python3 - "$@" <<'PY'
-import sys
+import re, sys
 functions, calls, output = sys.argv[1:]
 names = {}
 for line in open(functions):
     address, name = line.split()
     names.setdefault(int(address, 16), []).append(name)
+variant = re.compile(r"_(?:sse2|ssse3|sse4_1|sse4_2|avx2|avx512[a-z]*|evex512|evex|avx)(?=_|$)")
+def family(name):
+    return variant.sub("_*", name, count=1) if name.startswith("__") and variant.search(name) else None
+siblings = {}
+for group in names.values():
+    for name in group:
+        if family(name):
+            siblings.setdefault(family(name), []).append(name)
 order, seen = [], set()
 for line in open(calls):
     for name in names.get(int(line, 16), []):
-        if name not in seen:
-            seen.add(name)
-            order.append(name)
+        for placed in [name] + sorted(siblings.get(family(name), [])):
+            if placed not in seen:
+                seen.add(placed)
+                order.append(placed)
 open(output, "w").write("".join(name + "\n" for name in order))
 print(f"{output}: {len(order)} functions", file=sys.stderr)
 PY
