@@ -177,6 +177,29 @@ struct IssuedTokensTests {
         #expect(issued.accessToken.target == "openid profile")
     }
 
+    /// Answers granting different scopes in turn (a token's refreshes repeat theirs, which is parsed once) each store
+    /// their own: the access token's target, sorted, and the scopes the answer reports.
+    @Test func answersGrantingDifferentScopesInTurnStoreTheirOwn() throws {
+        let grants = [
+            ("User.Read openid profile offline_access", "User.Read offline_access openid profile"),
+            ("Mail.Read User.Read", "Mail.Read User.Read"),
+            ("User.Read openid profile offline_access", "User.Read offline_access openid profile"),
+            ("openid profile", "openid profile"),
+        ]
+        for _ in 0..<2 {
+            for (scope, target) in grants {
+                let issued = try issue(
+                    TokenResponse(accessToken: Secret("AT"), expiresIn: 300, idToken: Secret("ID"), scope: scope),
+                    authority: try Authority(parsing: "https://idp.example/realms/dev"),
+                    scopes: ["openid", "profile"],
+                    claims: claims(["sub": "user-42"])
+                )
+                #expect(issued.accessToken.target == target, "\(scope)")
+                #expect(issued.grantedScopes == target.split(separator: " ").map(String.init), "\(scope)")
+            }
+        }
+    }
+
     /// An answer that names nobody (no client_info, no id token, no account asked for) is refused, storing nothing.
     @Test func anAnswerThatNamesNoAccountIsRefused() throws {
         #expect(throws: BrokerFailure.self) {
