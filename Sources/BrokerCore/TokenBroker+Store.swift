@@ -1,6 +1,7 @@
 import BrokerCache
 import BrokerOAuth
 import BrokerProtocol
+import BrokerTime
 import Foundation
 
 /// What a token response is stored for: the app, the authority, the scopes asked, and the account it refreshed

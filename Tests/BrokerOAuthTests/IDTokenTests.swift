@@ -1,5 +1,6 @@
 import BrokerProtocol
 import BrokerTestSupport
+import BrokerTime
 import Foundation
 import Testing
 

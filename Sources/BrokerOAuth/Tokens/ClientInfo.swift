@@ -1,4 +1,5 @@
 import BrokerProtocol
+import BrokerTime
 import Foundation
 
 /// Entra ID's `client_info`: base64url JSON `{"uid": "<object id>", "utid": "<tenant id>"}`.

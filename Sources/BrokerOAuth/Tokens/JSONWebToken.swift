@@ -1,4 +1,5 @@
 public import BrokerProtocol
+import BrokerTime
 import Foundation
 
 /// A JWS in compact form (RFC 7515 §7.1), split and decoded but not yet trusted.

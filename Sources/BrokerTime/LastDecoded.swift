@@ -1,4 +1,4 @@
-import Synchronization
+public import Synchronization
 
 /// The last value decoded from one kind of input: for the parts of a provider's answers that repeat from one refresh
 /// to the next (an account's `client_info`, the id token's protected header, the scopes a token is granted), which
@@ -7,20 +7,20 @@ import Synchronization
 /// One entry, so what it holds stays small and never grows; inputs that alternate (two accounts refreshing in turn)
 /// are decoded each time, as without it. Only for inputs that are no secret.
 ///
-/// Its users in other modules call its generic code (marked inlinable, even always inlined, it was not specialized
-/// for their types, with a `Mutex` or a pthread mutex): some 3,000 instructions a call in witness tables and metadata
-/// looked up at run time, against the 7,000 to 20,000 of each decode it saves.
-package final class LastDecoded<Input: Equatable & Sendable, Output: Sendable>: Sendable {
-    private let last: Mutex<(input: Input, output: Output)?>
+/// Public and inlinable, in a module no product exports, so that each user's module specializes it for its types:
+/// `package` declarations, even inlinable ones, are called across a module's boundary as generic code, the types'
+/// witness tables and metadata looked up at run time (some 3,000 instructions a call here).
+public final class LastDecoded<Input: Equatable & Sendable, Output: Sendable>: Sendable {
+    @usableFromInline let last: Mutex<(input: Input, output: Output)?>
 
     /// Nothing decoded yet.
-    package init() {
+    @inlinable public init() {
         last = Mutex(nil)
     }
 
     /// What `decode` makes of `input`: the last answer when `input` equals the last one decoded; nil when `decode`
     /// refuses it (a refusal is not kept).
-    package func value(of input: Input, _ decode: (Input) -> Output?) -> Output? {
+    @inlinable public func value(of input: Input, _ decode: (Input) -> Output?) -> Output? {
         if let last = last.withLock({ $0 }), last.input == input { return last.output }
         guard let output = decode(input) else { return nil }
         last.withLock { $0 = (input, output) }
@@ -28,7 +28,7 @@ package final class LastDecoded<Input: Equatable & Sendable, Output: Sendable>: 
     }
 
     /// What `decode`, which refuses nothing, makes of `input`; the last answer when `input` equals the last one.
-    package func value(of input: Input, _ decode: (Input) -> Output) -> Output {
+    @inlinable public func value(of input: Input, _ decode: (Input) -> Output) -> Output {
         if let last = last.withLock({ $0 }), last.input == input { return last.output }
         let output = decode(input)
         last.withLock { $0 = (input, output) }
