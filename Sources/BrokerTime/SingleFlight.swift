@@ -1,4 +1,4 @@
-import Synchronization
+public import Synchronization
 
 /// Runs a piece of work once for all concurrent callers with the same key: the first caller starts it, the
 /// others wait for its result.
@@ -9,23 +9,31 @@ import Synchronization
 ///
 /// The one implementation for the broker's refreshes, the providers' discovery documents and signing keys, and the
 /// key stores' retries.
-package final class SingleFlight<Key: Hashable & Sendable, Value: Sendable, Failure: Error>: Sendable {
-    private typealias Flight = Task<Result<Value, Failure>, Never>
+///
+/// Public and inlinable, in a module no product exports, so that each user's module specializes it for its key and
+/// result: a module calls another's `package` generics, inlinable or not, as generic code, and the flight's state cost
+/// a refresh 10,000 instructions more so (callgrind).
+public final class SingleFlight<Key: Hashable & Sendable, Value: Sendable, Failure: Error>: Sendable {
+    @usableFromInline typealias Flight = Task<Result<Value, Failure>, Never>
 
-    private struct State {
-        var running: [Key: (serial: UInt64, task: Flight)] = [:]
-        var serial: UInt64 = 0
-        var started = 0
-        var joined = 0
+    @usableFromInline struct State {
+        @usableFromInline var running: [Key: (serial: UInt64, task: Flight)] = [:]
+        @usableFromInline var serial: UInt64 = 0
+        @usableFromInline var started = 0
+        @usableFromInline var joined = 0
+
+        @usableFromInline init() {}
     }
 
-    private let state = Mutex(State())
+    @usableFromInline let state: Mutex<State>
 
     /// Nothing running yet.
-    package init() {}
+    public init() {
+        state = Mutex(State())
+    }
 
     /// The result of `work` for `key`: of the run under way, or of a new one.
-    package func run(
+    @inlinable public func run(
         _ key: Key,
         _ work: @escaping @Sendable () async throws(Failure) -> Value
     ) async throws(Failure) -> Value {
@@ -55,21 +63,21 @@ package final class SingleFlight<Key: Hashable & Sendable, Value: Sendable, Fail
     }
 
     /// Whether no work is under way.
-    package var isIdle: Bool {
+    public var isIdle: Bool {
         state.withLock { $0.running.isEmpty }
     }
 
     /// Runs started, and callers that joined one under way instead of starting their own.
-    package var counts: (started: Int, joined: Int) {
+    public var counts: (started: Int, joined: Int) {
         state.withLock { ($0.started, $0.joined) }
     }
 
     /// Waits until the work under way now has finished.
-    package func waitForRunning() async {
+    public func waitForRunning() async {
         for task in state.withLock({ $0.running.values.map(\.task) }) { _ = await task.value }
     }
 
-    private func forget(_ key: Key, serial: UInt64) {
+    @inlinable func forget(_ key: Key, serial: UInt64) {
         state.withLock { state in
             if state.running[key]?.serial == serial { state.running[key] = nil }
         }
