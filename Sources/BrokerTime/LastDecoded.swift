@@ -21,7 +21,7 @@ public final class LastDecoded<Input: Equatable & Sendable, Output: Sendable>: S
     /// What `decode` makes of `input`: the last answer when `input` equals the last one decoded; nil when `decode`
     /// refuses it (a refusal is not kept).
     @inlinable public func value(of input: Input, _ decode: (Input) -> Output?) -> Output? {
-        if let last = last.withLock({ $0 }), last.input == input { return last.output }
+        if let output = remembered(for: input) { return output }
         guard let output = decode(input) else { return nil }
         last.withLock { $0 = (input, output) }
         return output
@@ -29,9 +29,14 @@ public final class LastDecoded<Input: Equatable & Sendable, Output: Sendable>: S
 
     /// What `decode`, which refuses nothing, makes of `input`; the last answer when `input` equals the last one.
     @inlinable public func value(of input: Input, _ decode: (Input) -> Output) -> Output {
-        if let last = last.withLock({ $0 }), last.input == input { return last.output }
+        if let output = remembered(for: input) { return output }
         let output = decode(input)
         last.withLock { $0 = (input, output) }
         return output
+    }
+
+    /// The last answer, when `input` equals the last input; compared under the lock, so a miss copies nothing out.
+    @inlinable func remembered(for input: Input) -> Output? {
+        last.withLock { last in last.flatMap { $0.input == input ? $0.output : nil } }
     }
 }

@@ -1,6 +1,5 @@
 import BrokerProtocol
 import BrokerTestSupport
-import BrokerTime
 import Foundation
 import Testing
 
@@ -311,35 +310,8 @@ import Testing
     }
 }
 
-/// The one-entry memo of what repeats from one refresh to the next (`client_info`, the id token's header).
-@Suite struct LastDecodedTests {
-    /// Counts the decodes it runs; refuses "bad".
-    final class Decoder: @unchecked Sendable {
-        var calls = 0
-        func decode(_ input: String) -> Int? {
-            calls += 1
-            return input == "bad" ? nil : input.count
-        }
-    }
-
-    @Test func decodesARepeatedInputOnceAndEveryOtherOneAfresh() {
-        let memo = LastDecoded<String, Int>()
-        let decoder = Decoder()
-        #expect(memo.value(of: "ab", decoder.decode) == 2)
-        #expect(memo.value(of: "ab", decoder.decode) == 2)
-        #expect(decoder.calls == 1)
-        // Alternating inputs: each answer is its own input's, decoded again.
-        #expect(memo.value(of: "abc", decoder.decode) == 3)
-        #expect(memo.value(of: "ab", decoder.decode) == 2)
-        #expect(decoder.calls == 3)
-        // A refusal is not kept: asked again, it is decoded again, and the last good entry stays.
-        #expect(memo.value(of: "bad", decoder.decode) == nil)
-        #expect(memo.value(of: "bad", decoder.decode) == nil)
-        #expect(decoder.calls == 5)
-        #expect(memo.value(of: "ab", decoder.decode) == 2)
-        #expect(decoder.calls == 5)
-    }
-
+/// The one-entry memo's users: `client_info` and the id token's header, decoded for each input in turn.
+@Suite struct LastDecodedUsersTests {
     /// Two accounts' `client_info` in turn, and one that is not client info between them: each decodes to its own.
     @Test func clientInfoOfAccountsInTurnDecodesToEachOnesOwn() {
         let ada = Base64URL.encode(Data(#"{"uid":"ada","utid":"t1"}"#.utf8))

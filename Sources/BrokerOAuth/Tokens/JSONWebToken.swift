@@ -22,13 +22,11 @@ public struct JSONWebToken: Sendable {
             let signature = Base64URL.decode(utf8: jws.bytes[jws.signature])
         else { throw IDTokenError("the id_token is not base64url") }
         // A provider's tokens share one header (its algorithm and key): the last one is decoded once.
-        var headerRefusal = "the id_token is not base64url"
-        let header = Self.lastHeader.value(of: Array(jws.bytes[jws.header])) { encoded in
-            guard let bytes = Base64URL.decode(utf8: encoded) else { return nil }
-            headerRefusal = "the id_token's header is not a JSON object"
-            return try? JSONValue.parse(Array(bytes)).objectValue
+        let encodedHeader = Array(jws.bytes[jws.header])
+        guard let header = Self.lastHeader.value(of: encodedHeader, Self.decodeHeader) else {
+            let base64 = Base64URL.decode(utf8: encodedHeader) != nil
+            throw IDTokenError(base64 ? "the id_token's header is not a JSON object" : "the id_token is not base64url")
         }
-        guard let header else { throw IDTokenError(headerRefusal) }
         guard let claims = try? JSONValue.parse(Array(payloadBytes)).objectValue else {
             throw IDTokenError("the id_token's claims are not a JSON object")
         }
@@ -40,6 +38,11 @@ public struct JSONWebToken: Sendable {
 
     /// The last protected header decoded, by its base64url text.
     private static let lastHeader = LastDecoded<[UInt8], [String: JSONValue]>()
+
+    /// A protected header's JSON object, from its base64url text; nil when it is not one.
+    private static func decodeHeader(_ encoded: [UInt8]) -> [String: JSONValue]? {
+        Base64URL.decode(utf8: encoded).flatMap { try? JSONValue.parse(Array($0)).objectValue }
+    }
 
     /// The signing algorithm (`alg`).
     public var algorithm: String? {
